@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Test hosts for vllm-fleet: podman containers booted with systemd, built from an
+# mmdebstrap image (no registry), reached over SSH on a loopback port.
+#
+#   tools/testhost.sh image                       build the image if it is missing
+#   tools/testhost.sh up NAME SSH_PORT API_PORT   create/start NAME (reused if present)
+#   tools/testhost.sh down NAME                   remove NAME
+#   tools/testhost.sh key                         print the SSH private key path
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+STATE_DIR=${VLLM_FLEET_STATE_DIR:-$REPO_ROOT/.cache/testhost}
+SUITE=${VLLM_FLEET_TESTHOST_SUITE:-bookworm}
+IMAGE=localhost/vllm-fleet-testhost:$SUITE
+SSH_KEY=$STATE_DIR/id_ed25519
+SHM_SIZE=${VLLM_FLEET_TESTHOST_SHM:-2g}
+PACKAGES=systemd,systemd-sysv,dbus,openssh-server,python3,iproute2,sudo,ca-certificates
+
+log() { printf '[testhost] %s\n' "$*" >&2; }
+
+ensure_key() {
+  mkdir -p "$STATE_DIR"
+  [[ -f $SSH_KEY ]] || ssh-keygen -q -t ed25519 -N '' -C vllm-fleet-testhost -f "$SSH_KEY"
+}
+
+# The apt sources the image uses are the controller's own (deb822 or one-line files).
+host_apt_sources() {
+  local f
+  for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list; do
+    [[ -s $f ]] && grep -qE '^\s*(Types:|deb )' "$f" && { echo "$f"; return; }
+  done
+  log "no apt sources found on this machine; set them up first"; exit 1
+}
+
+# Podman's defaults fail here (crun + hybrid cgroups, nofile above the hard limit).
+ensure_containers_conf() {
+  local conf=/etc/containers/containers.conf
+  [[ -f $conf ]] && grep -q 'runtime *= *"runc"' "$conf" && return
+  log "writing $conf (runc runtime, ulimits within the hard limit)"
+  mkdir -p /etc/containers
+  cat > "$conf" <<CONF
+[containers]
+default_ulimits = ["nofile=$(ulimit -Hn):$(ulimit -Hn)", "nproc=32768:32768"]
+
+[engine]
+runtime = "runc"
+CONF
+}
+
+build_image() {
+  ensure_key
+  ensure_containers_conf
+  if podman image exists "$IMAGE"; then log "image $IMAGE present"; return; fi
+  local tar="$STATE_DIR/rootfs-$SUITE.tar" hook="$STATE_DIR/customize.sh"
+  cat > "$hook" <<HOOK
+#!/bin/sh
+set -e
+root="\$1"
+install -d -m 0700 "\$root/root/.ssh"
+install -m 0600 "$SSH_KEY.pub" "\$root/root/.ssh/authorized_keys"
+# minbase has no /etc/hosts: without one, fact gathering waits on DNS.
+printf '127.0.0.1 localhost\n::1 localhost\n' > "\$root/etc/hosts"
+if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
+  cp /usr/local/share/ca-certificates/*.crt "\$root/usr/local/share/ca-certificates/"
+  chroot "\$root" update-ca-certificates >/dev/null
+fi
+HOOK
+  chmod +x "$hook"
+  log "building $IMAGE with mmdebstrap (about 30-60 s)"
+  mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
+    --customize-hook="$hook \"\$1\"" "$SUITE" "$tar" "$(host_apt_sources)"
+  podman import --change 'CMD ["/sbin/init"]' --change 'STOPSIGNAL SIGRTMIN+3' "$tar" "$IMAGE" >/dev/null
+  rm -f "$tar"
+}
+
+wait_for_boot() {
+  local name=$1 state
+  state=$(timeout 120 podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
+  case $state in
+    running|degraded) log "$name booted ($state)" ;;
+    *) log "$name did not boot: '$state'"; podman exec "$name" systemctl --failed --no-pager >&2 || true; exit 1 ;;
+  esac
+}
+
+wait_for_ssh() {
+  local port=$1 i
+  for i in $(seq 1 60); do
+    ssh -q -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
+      -o ConnectTimeout=2 -i "$SSH_KEY" -p "$port" root@127.0.0.1 true && return
+    sleep 1
+  done
+  log "ssh on 127.0.0.1:$port did not answer"; exit 1
+}
+
+up() {
+  local name=$1 ssh_port=$2 api_port=$3
+  build_image
+  if podman container exists "$name"; then
+    [[ $(podman inspect -f '{{.State.Running}}' "$name") == true ]] || podman start "$name" >/dev/null
+    log "reusing $name"
+  else
+    log "creating $name (ssh 127.0.0.1:$ssh_port, api 127.0.0.1:$api_port)"
+    podman run -d --name "$name" --hostname "$name" --systemd=always \
+      --shm-size="$SHM_SIZE" --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
+      -p "127.0.0.1:$ssh_port:22" -p "127.0.0.1:$api_port:8000" \
+      "$IMAGE" /sbin/init >/dev/null
+    podman exec "$name" sh -c "printf '127.0.1.1 %s\n' '$name' >> /etc/hosts"
+  fi
+  wait_for_boot "$name"
+  wait_for_ssh "$ssh_port"
+}
+
+down() { podman rm -f -t 5 "$1" >/dev/null 2>&1 || true; }
+
+case ${1:-} in
+  image) build_image ;;
+  up) [[ $# -eq 4 ]] || { echo "usage: $0 up NAME SSH_PORT API_PORT" >&2; exit 2; }; up "$2" "$3" "$4" ;;
+  down) [[ $# -eq 2 ]] || { echo "usage: $0 down NAME" >&2; exit 2; }; down "$2" ;;
+  key) ensure_key; echo "$SSH_KEY" ;;
+  *) sed -n '2,9p' "$0" >&2; exit 2 ;;
+esac
