@@ -1,0 +1,35 @@
+"""The thin modules in library/ as Ansible runs them (ad-hoc on the controller)."""
+
+from __future__ import annotations
+
+import json
+
+from tests.conftest import DEMO_MODEL_DIR, run
+
+
+def adhoc(module: str, args: dict) -> tuple[int, dict]:
+    result = run(["ansible", "localhost", "-o", "-m", module, "-a", json.dumps(args)])
+    # one-line output: "localhost | SUCCESS => {...}" or "localhost | FAILED! => {...}"
+    line = next(line for line in result.stdout.splitlines() if line.startswith("localhost |"))
+    return result.returncode, json.loads(line.split("=>", 1)[1])
+
+
+def test_gguf_model_check_passes_the_demo_model():
+    rc, out = adhoc("gguf_model_check", {"source_dir": str(DEMO_MODEL_DIR), "gguf_files": ["demo-qwen3-F32.gguf"]})
+    assert rc == 0, out
+    assert out["changed"] is False
+    assert out["architecture"] == "qwen3"
+    assert "tokenizer.json" in out["hf_files"]
+
+
+def test_gguf_model_check_names_the_missing_file(tmp_path):
+    rc, out = adhoc("gguf_model_check", {"source_dir": str(tmp_path), "gguf_files": ["model.gguf"]})
+    assert rc != 0
+    assert f"GGUF file not found: {tmp_path}/model.gguf" in out["msg"]
+    assert "config.json not found beside the GGUF" in out["msg"]
+
+
+def test_vllm_probe_fails_clearly_when_nothing_listens():
+    rc, out = adhoc("vllm_probe", {"base_url": "http://127.0.0.1:9/v1", "model": "demo", "health_timeout": 1})
+    assert rc != 0
+    assert "http://127.0.0.1:9/health not healthy after 1 s (no answer)" == out["msg"]

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Set up this machine as a vllm-fleet controller and test-host builder (idempotent):
+# Debian packages (podman, runc, mmdebstrap, rsync, ssh), podman's config, and the controller
+# venv (.venv, Python 3.12) from requirements-controller.txt.
+set -euo pipefail
+
+REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+VENV=$REPO_ROOT/.venv
+APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client iproute2)
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
+
+install_apt_packages() {
+  local missing=() pkg
+  for pkg in "${APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  done
+  [[ ${#missing[@]} -eq 0 ]] && return
+  log "installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+find_python312() {
+  local candidate
+  for candidate in python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12; do
+    command -v "$candidate" >/dev/null 2>&1 && { command -v "$candidate"; return; }
+  done
+  log "Python 3.12 not found (install it, e.g. with pyenv)"; exit 1
+}
+
+install_controller_venv() {
+  local stamp=$VENV/.requirements.sha256 want
+  want=$(sha256sum "$REPO_ROOT/requirements-controller.txt" | cut -d' ' -f1)
+  [[ -f $stamp && $(cat "$stamp") == "$want" ]] && return
+  log "installing the controller venv in $VENV"
+  [[ -x $VENV/bin/python ]] || "$(find_python312)" -m venv "$VENV"
+  "$VENV/bin/pip" install -q --disable-pip-version-check -r "$REPO_ROOT/requirements-controller.txt"
+  echo "$want" > "$stamp"
+}
+
+# The cpu profile's wheelhouse is downloaded for the test host's Python (Debian 12: 3.11).
+check_wheelhouse_python() {
+  command -v python3.11 >/dev/null 2>&1 || { log "python3.11 is needed to download the cpu wheelhouse"; exit 1; }
+}
+
+install_apt_packages
+install_controller_venv
+check_wheelhouse_python
+"$REPO_ROOT/tools/testhost.sh" image
