@@ -48,7 +48,6 @@ CONF
 }
 
 build_image() {
-  ensure_key
   ensure_containers_conf
   if podman image exists "$IMAGE"; then log "image $IMAGE present"; return; fi
   local tar="$STATE_DIR/rootfs-$SUITE.tar" hook="$STATE_DIR/customize.sh"
@@ -56,8 +55,6 @@ build_image() {
 #!/bin/sh
 set -e
 root="\$1"
-install -d -m 0700 "\$root/root/.ssh"
-install -m 0600 "$SSH_KEY.pub" "\$root/root/.ssh/authorized_keys"
 # minbase has no /etc/hosts: without one, fact gathering waits on DNS.
 printf '127.0.0.1 localhost\n::1 localhost\n' > "\$root/etc/hosts"
 if ls /usr/local/share/ca-certificates/*.crt >/dev/null 2>&1; then
@@ -94,6 +91,7 @@ wait_for_ssh() {
 
 up() {
   local name=$1 ssh_port=$2 api_port=$3
+  ensure_key
   build_image
   if podman container exists "$name"; then
     [[ $(podman inspect -f '{{.State.Running}}' "$name") == true ]] || podman start "$name" >/dev/null
@@ -106,6 +104,8 @@ up() {
       "$IMAGE" /sbin/init >/dev/null
     podman exec "$name" sh -c "printf '127.0.1.1 %s\n' '$name' >> /etc/hosts"
   fi
+  # The key belongs to this checkout (.cache), not to the image, which other checkouts share.
+  podman exec -i "$name" sh -c 'install -d -m 0700 /root/.ssh && cat > /root/.ssh/authorized_keys && chmod 0600 /root/.ssh/authorized_keys' < "$SSH_KEY.pub"
   wait_for_boot "$name"
   wait_for_ssh "$ssh_port"
 }

@@ -3,6 +3,7 @@ change, talk to the service from the controller, and refuse bad input before any
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -78,7 +79,6 @@ def service_state() -> tuple[str, str]:
 def fresh_host() -> Iterator[None]:
     testhost("down", HOST)
     testhost("up", HOST, str(SSH_PORT), str(API_PORT))
-    import os
     os.environ["PATH"] = ansible_env()["PATH"]
     yield
     testhost("down", HOST)
