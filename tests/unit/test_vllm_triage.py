@@ -1,0 +1,316 @@
+"""Triage of failed vLLM starts, on logs captured from real vLLM runs (see
+tests/fixtures/triage/README.md; *_reconstructed.log files are GPU failures rebuilt in
+vLLM's real log format, everything else was captured)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from module_utils.vllm_triage import (
+    CAUSE_CLASSES,
+    load_rules,
+    parse_log,
+    rules_from_data,
+    triage,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = REPO_ROOT / "tests" / "fixtures" / "triage"
+RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
+CLI = REPO_ROOT / "tools" / "triage.py"
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return load_rules(RULES_PATH)
+
+
+def fixture_text(name: str) -> str:
+    return (FIXTURES / name).read_text(encoding="utf-8")
+
+
+def triage_fixture(name: str, rules):
+    return triage(parse_log(fixture_text(name)), rules)
+
+
+def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CLI), *args], input=stdin, capture_output=True, text=True,
+                          cwd=REPO_ROOT, check=False)
+
+
+# ----------------------------------------------------------------------------- rules file
+
+
+def test_rules_file_uses_exactly_the_documented_classes(rules):
+    assert {rule.cause_class for rule in rules.causes} == set(CAUSE_CLASSES)
+
+
+def test_rules_reject_an_unknown_class():
+    data = {"causes": [{"class": "gremlins", "patterns": ["x"]}, {"class": "other", "patterns": []}]}
+    with pytest.raises(ValueError, match="gremlins"):
+        rules_from_data(data)
+
+
+def test_rules_need_a_fallback():
+    with pytest.raises(ValueError, match="fallback"):
+        rules_from_data({"causes": [{"class": "nccl", "patterns": ["NCCL"]}]})
+
+
+# ----------------------------------------------------------------------------- parsing
+
+
+def test_parse_plain_vllm_line_splits_prefixes():
+    [line] = parse_log(
+        "(Worker_TP3 pid=42394) ERROR 11-30 09:41:31 [multiproc_executor.py:953]   File \"x.py\", line 1, in f"
+    )
+    assert (line.process, line.pid, line.level, line.source) == ("Worker_TP3", 42394, "ERROR",
+                                                                 "multiproc_executor.py:953")
+    assert line.timestamp == "11-30 09:41:31"
+    assert line.text == '  File "x.py", line 1, in f'  # indentation of traceback lines is kept
+
+
+def test_parse_journal_text_strips_prefix_and_keeps_pid():
+    lines = parse_log(fixture_text("port_in_use.journal.txt"))
+    oserror = [line for line in lines if line.text.startswith("OSError")]
+    assert oserror and oserror[0].pid is not None
+    assert oserror[0].raw == "OSError: [Errno 98] Address already in use"
+    assert not any("vllm-fleet-local" in line.raw for line in lines if line.text.startswith("Traceback"))
+
+
+def test_parse_journal_json_reads_message_pid_time_and_invocation():
+    lines = parse_log(fixture_text("port_in_use.journal.json"))
+    oserror = next(line for line in lines if line.text.startswith("OSError"))
+    assert oserror.pid is not None
+    assert oserror.invocation_id
+    assert oserror.timestamp.startswith("2026-11-30T")
+
+
+def test_parse_journal_json_message_given_as_bytes():
+    entry = {"MESSAGE": list("OSError: [Errno 98] Address already in use\n".encode()), "_PID": "7",
+             "__REALTIME_TIMESTAMP": "1796051759474264"}
+    [line] = parse_log(json.dumps(entry))
+    assert line.text == "OSError: [Errno 98] Address already in use"
+    assert line.pid == 7
+
+
+def test_collector_timestamps_in_front_of_lines_are_ignored():
+    [line] = parse_log("2026-03-11T17:57:10.976556087Z (EngineCore_DP0 pid=469) ERROR 03-11 17:57:10 "
+                       "[multiproc_executor.py:783] WorkerProc failed to start.")
+    assert line.process == "EngineCore_DP0" and line.text == "WorkerProc failed to start."
+
+
+# ----------------------------------------------------------------------------- captured failures
+
+
+@pytest.mark.parametrize("name", ["port_in_use.log", "port_in_use.journal.json", "port_in_use.journal.txt"])
+def test_port_in_use_in_every_log_format(name, rules):
+    report = triage_fixture(name, rules)
+    assert report.cause_class == "port_in_use"
+    assert report.root_cause == "OSError: [Errno 98] Address already in use"
+    assert report.evidence[-1].endswith("OSError: [Errno 98] Address already in use")
+    assert any("create_server_socket" in line for line in report.evidence)
+    assert report.workers_collapsed == 0
+    # Triton-without-CPU-backend and two DeprecationWarnings, each with its source line
+    assert report.benign_suppressed == 5
+
+
+@pytest.mark.parametrize(
+    ("name", "root_cause"),
+    [
+        ("bad_argument_unrecognized.log", "api_server.py: error: unrecognized arguments: --max-num-sequences"),
+        ("bad_argument.journal.json", "api_server.py: error: unrecognized arguments: --max-num-sequences"),
+        ("bad_argument_invalid_choice.log",
+         "api_server.py: error: argument --dtype: invalid choice: 'float99' "
+         "(choose from 'auto', 'bfloat16', 'float', 'float16', 'float32', 'half')"),
+    ],
+)
+def test_argparse_errors_without_traceback(name, root_cause, rules):
+    report = triage_fixture(name, rules)
+    assert report.found
+    assert report.cause_class == "config_or_tokenizer"
+    assert report.root_cause == root_cause
+    assert report.traceback == []
+
+
+@pytest.mark.parametrize(
+    "name", ["model_dir_without_config.log", "model_dir_without_config.journal.json",
+             "model_dir_without_config.journal.txt"]
+)
+def test_model_dir_without_config_json(name, rules):
+    report = triage_fixture(name, rules)
+    assert report.cause_class == "config_or_tokenizer"
+    assert report.root_cause.startswith("pydantic_core._pydantic_core.ValidationError: 1 validation error")
+    assert "Should have a `model_type` key in its config.json." in report.root_cause
+    assert "input_value" not in report.root_cause  # pydantic's echo of all arguments is cut
+    assert any("Error parsing config for" in line for line in report.evidence)
+
+
+def test_unknown_gguf_architecture_seen_through_three_wrappers(rules):
+    report = triage_fixture("glm5_unknown_gguf_arch.log", rules)
+    assert report.cause_class == "unsupported_model_or_gguf"
+    assert report.root_cause == "RuntimeError: Unknown gguf model_type: glm_moe_dsa"
+    # EngineCore's logged and printed "WorkerProc initialization failed", and the API
+    # server's "Engine core initialization failed. See root cause above."
+    assert report.wrappers_seen == 3
+    assert report.evidence[0].endswith("WorkerProc failed to start.")
+    assert any("Engine core initialization failed" in line for line in report.evidence[1:])
+    assert report.traceback[0].endswith("Traceback (most recent call last):")
+    assert report.traceback[-1].endswith("RuntimeError: Unknown gguf model_type: glm_moe_dsa")
+    assert report.workers_collapsed == 0
+
+
+def test_head_dim_16_engine_dies_at_first_request(rules):
+    report = triage_fixture("head_dim16_first_request.log", rules)
+    assert report.cause_class == "attention_backend"
+    assert "Unsupported CPU attention configuration" in report.root_cause
+    assert "EngineDeadError" not in report.root_cause
+    assert "head_dim >= 32" in report.remediation
+
+
+def test_clean_start_and_requested_stop_is_no_failure(rules):
+    # Captured: the server came up, answered, and was stopped with SIGTERM; the stop
+    # logs an EngineDeadError traceback, nanobind leak reports and resource_tracker warnings.
+    report = triage_fixture("clean_start_then_sigterm.log", rules)
+    assert not report.found
+    assert report.cause_class is None
+    assert report.root_cause == "no failure found in the log"
+    assert report.benign_suppressed > 20
+
+
+# ----------------------------------------------------------------------------- reconstructed GPU failures
+
+
+def test_four_workers_with_the_same_oom_fold_into_one(rules):
+    report = triage_fixture("gpu_oom_tp4_reconstructed.log", rules)
+    assert report.cause_class == "gpu_memory_held_or_oom"
+    assert report.root_cause.startswith("4 workers: torch.OutOfMemoryError: CUDA out of memory.")
+    assert report.workers_collapsed == 3  # four identical tracebacks, three folded into the first
+    assert "GPU 0 has a total capacity" in report.root_cause  # the first worker's text is quoted
+    assert "nvidia-smi" in report.remediation
+
+
+def test_benign_sparsematrix_error_line_is_not_chosen(rules):
+    text = fixture_text("gpu_oom_tp4_reconstructed.log")
+    assert "ERROR" in next(line for line in text.splitlines() if "SparseMatrix" in line)
+    report = triage(parse_log(text), rules)
+    assert report.benign_suppressed >= 2  # one from the API server, one from the engine
+    assert not any("SparseMatrix" in line for line in report.evidence)
+    assert "SparseMatrix" not in report.root_cause
+
+
+def test_sparsematrix_line_alone_is_no_failure(rules):
+    line = next(line for line in fixture_text("gpu_oom_tp4_reconstructed.log").splitlines() if "SparseMatrix" in line)
+    report = triage(parse_log(line + "\n"), rules)
+    assert not report.found
+    assert report.benign_suppressed == 1
+
+
+def test_workerproc_wrapper_points_to_the_cause_before_it(rules):
+    report = triage_fixture("gpu_oom_tp4_reconstructed.log", rules)
+    assert "WorkerProc initialization failed" not in report.root_cause
+    assert report.wrappers_seen == 3
+    wrapper_lines = [line for line in report.evidence if "WorkerProc initialization failed" in line]
+    assert len(wrapper_lines) == 1  # logged and printed copies of one wrapper are quoted once
+
+
+def test_nccl_error_with_its_nccl_warn_lines(rules):
+    report = triage_fixture("nccl_shm_tp2_reconstructed.log", rules)
+    assert report.cause_class == "nccl"
+    assert report.root_cause == ("2 workers: RuntimeError: NCCL error: unhandled system error "
+                                 "(run with NCCL_DEBUG=INFO for details)")
+    assert report.workers_collapsed == 1
+    assert any("NCCL WARN" in line and "/dev/shm/nccl-" in line for line in report.evidence)
+
+
+def test_driver_too_old(rules):
+    report = triage_fixture("driver_too_old_tp2_reconstructed.log", rules)
+    assert report.cause_class == "driver_cuda_mismatch"
+    assert report.root_cause.startswith("2 workers: RuntimeError: The NVIDIA driver on your system is too old")
+    assert report.benign_suppressed >= 3  # the UserWarning (and its source line) is not the cause
+
+
+def test_stale_compile_cache(rules):
+    report = triage_fixture("compile_cache_reconstructed.log", rules)
+    assert report.cause_class == "compile_cache"
+    assert report.root_cause.startswith("RuntimeError: vLLM failed to compile the model.")
+    assert "torch_compile_cache" in report.remediation
+
+
+def test_sigkilled_worker_without_traceback(rules):
+    report = triage_fixture("worker_sigkill_tp2_reconstructed.log", rules)
+    assert report.cause_class == "worker_killed"
+    assert report.root_cause == "Worker proc Worker_TP1 died unexpectedly (exit code: -9), shutting down executor."
+    assert report.traceback == []
+
+
+# ----------------------------------------------------------------------------- several attempts in one log
+
+
+def test_restart_loop_attempts_are_not_counted_as_workers(rules):
+    attempt = fixture_text("port_in_use.log")
+    report = triage(parse_log(attempt + attempt + attempt), rules)
+    assert report.root_cause == "OSError: [Errno 98] Address already in use"
+    assert report.workers_collapsed == 0
+
+
+def test_failure_after_an_earlier_requested_stop_is_found(rules):
+    text = fixture_text("clean_start_then_sigterm.log") + fixture_text("glm5_unknown_gguf_arch.log")
+    report = triage(parse_log(text), rules)
+    assert report.root_cause == "RuntimeError: Unknown gguf model_type: glm_moe_dsa"
+
+
+def test_journal_invocations_are_separate_attempts(rules):
+    failing = fixture_text("port_in_use.journal.json").splitlines()
+    entries = [json.loads(line) for line in failing]
+    second = [dict(entry, _SYSTEMD_INVOCATION_ID="0" * 32, _PID="99999") for entry in entries]
+    text = "\n".join(json.dumps(entry) for entry in entries + second)
+    report = triage(parse_log(text), rules)
+    assert report.cause_class == "port_in_use"
+    assert report.workers_collapsed == 0
+
+
+# ----------------------------------------------------------------------------- CLI
+
+
+def test_cli_json_output():
+    result = run_cli(str(FIXTURES / "gpu_oom_tp4_reconstructed.log"), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert {"root_cause", "class", "evidence", "benign_suppressed", "workers_collapsed",
+            "remediation"} <= report.keys()
+    assert report["class"] == "gpu_memory_held_or_oom"
+    assert report["workers_collapsed"] == 3
+
+
+def test_cli_human_output_reads_stdin():
+    result = run_cli("-", stdin=fixture_text("glm5_unknown_gguf_arch.log"))
+    assert result.returncode == 0, result.stderr
+    assert "Root cause:  RuntimeError: Unknown gguf model_type: glm_moe_dsa" in result.stdout
+    assert "Class:       unsupported_model_or_gguf" in result.stdout
+    assert "Evidence:" in result.stdout
+
+
+def test_cli_clean_log_exits_1():
+    result = run_cli(str(FIXTURES / "clean_start_then_sigterm.log"))
+    assert result.returncode == 1
+    assert "No failure found" in result.stdout
+
+
+@pytest.mark.parametrize("args", [[], ["/nonexistent/vllm.log"], ["--bogus", "x.log"]])
+def test_cli_usage_errors_exit_2(args):
+    assert run_cli(*args).returncode == 2
+
+
+def test_cli_explicit_rules_path(tmp_path):
+    data = json.loads(RULES_PATH.read_text())
+    data["causes"] = [cause for cause in data["causes"] if cause["class"] != "port_in_use"]
+    rules_file = tmp_path / "rules.json"
+    rules_file.write_text(json.dumps(data))
+    result = run_cli(str(FIXTURES / "port_in_use.log"), "--json", "--rules", str(rules_file))
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["class"] == "config_or_tokenizer"  # OSError falls to the next rule

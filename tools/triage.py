@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Name the root cause of a failed vLLM start from its log.
+
+    python3 tools/triage.py FILE [--json] [--rules PATH]
+
+FILE is a plain vLLM log, `journalctl -u UNIT` text or `journalctl -u UNIT -o json`
+output; `-` reads standard input. Exit status: 0 a cause was found, 1 the log shows no
+failure, 2 usage error (bad arguments, unreadable file or rules).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT))
+
+from module_utils.vllm_triage import TriageReport, load_rules, parse_log, triage  # noqa: E402
+
+DEFAULT_RULES = REPO_ROOT / "files" / "triage" / "rules.json"
+EXIT_CAUSE_FOUND = 0
+EXIT_NO_FAILURE = 1
+EXIT_USAGE = 2
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("file", help="log file, or - for standard input")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--rules", type=Path, default=DEFAULT_RULES, help=f"rules file (default {DEFAULT_RULES})")
+    return parser.parse_args(argv)  # exits 2 on usage errors
+
+
+def read_log(name: str) -> str:
+    if name == "-":
+        return sys.stdin.read()
+    return Path(name).read_text(encoding="utf-8", errors="replace")
+
+
+def human_report(report: TriageReport) -> str:
+    if not report.found:
+        return (
+            "No failure found in the log "
+            f"({report.benign_suppressed} benign lines ignored).\n"
+        )
+    lines = [
+        f"Root cause:  {report.root_cause}",
+        f"Class:       {report.cause_class}",
+        f"Remediation: {report.remediation}",
+        "Evidence:",
+        *(f"  {line}" for line in report.evidence),
+        f"Benign lines suppressed: {report.benign_suppressed}",
+        f"Duplicate worker tracebacks folded: {report.workers_collapsed}",
+        f"Generic wrappers seen through: {report.wrappers_seen}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        text = read_log(args.file)
+        rules = load_rules(args.rules)
+    except (OSError, ValueError, KeyError) as error:
+        print(f"triage: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    report = triage(parse_log(text), rules)
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(human_report(report))
+    return EXIT_CAUSE_FOUND if report.found else EXIT_NO_FAILURE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
