@@ -23,10 +23,13 @@ install_apt_packages() {
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
+# pyenv's shims answer `command -v` for versions that are installed but not selected: try each.
 find_python312() {
   local candidate
-  for candidate in python3.12 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12; do
-    command -v "$candidate" >/dev/null 2>&1 && { command -v "$candidate"; return; }
+  for candidate in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 python3.12; do
+    if "$candidate" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 12))' >/dev/null 2>&1; then
+      echo "$candidate"; return
+    fi
   done
   log "Python 3.12 not found (install it, e.g. with pyenv)"; exit 1
 }
@@ -43,7 +46,7 @@ install_controller_venv() {
 
 # The cpu profile's wheelhouse is downloaded for the test host's Python (Debian 12: 3.11).
 check_wheelhouse_python() {
-  command -v python3.11 >/dev/null 2>&1 || { log "python3.11 is needed to download the cpu wheelhouse"; exit 1; }
+  python3.11 -c 'import sys' >/dev/null 2>&1 || { log "python3.11 is needed to download the cpu wheelhouse"; exit 1; }
 }
 
 install_apt_packages
