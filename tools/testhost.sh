@@ -48,6 +48,7 @@ CONF
 }
 
 build_image() {
+  mkdir -p "$STATE_DIR"
   ensure_containers_conf
   if podman image exists "$IMAGE"; then log "image $IMAGE present"; return; fi
   local tar="$STATE_DIR/rootfs-$SUITE.tar" hook="$STATE_DIR/customize.sh"
