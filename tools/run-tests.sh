@@ -7,4 +7,5 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO_ROOT"
 tools/bootstrap.sh
 export PATH=$REPO_ROOT/.venv/bin:$PATH
-exec pytest "$@"
+# A per-checkout temp dir: pytest prunes old runs in the shared default one.
+exec pytest --basetemp "$REPO_ROOT/.cache/pytest" "$@"

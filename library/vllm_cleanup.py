@@ -1,0 +1,168 @@
+#!/usr/bin/python
+"""Ansible module: stop what still holds the accelerators, the port and /dev/shm before a start."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vllm_cleanup
+short_description: Stop leftover GPU and vLLM processes and remove stale shared memory before a start
+description:
+  - Finds processes that hold files matching I(device_glob) (the GPUs), that nvidia-smi lists as
+    compute apps, that carry a vLLM process title (VLLM::EngineCore, Worker_TP*), that run as
+    I(service_user), or that listen on I(port); and files in /dev/shm matching I(shm_patterns)
+    that no live process has open or mapped.
+  - Stops them SIGTERM, waits I(term_timeout), then SIGKILL; removes the stale files; where
+    nvidia-smi exists, waits until every GPU's memory is free.
+  - A holder outside the scope (not the service user's, no vLLM title), say a root process on the
+    serving port, makes the module fail before anything is stopped, unless I(force).
+  - In check mode it only reports.
+options:
+  service_user:
+    description: The service's user; its processes are in scope.
+    type: str
+    required: true
+  port:
+    description: The serving port; its listener is a holder.
+    type: int
+  device_glob:
+    description: Device files whose holders keep the GPUs busy (tests point it at a fixture path).
+    type: str
+    default: /dev/nvidia*
+  title_patterns:
+    description: Regular expressions for vLLM process titles (matched on cmdline and comm).
+    type: list
+    elements: str
+    default: ['^VLLM::', '^Worker_TP\d+', '^VllmWorker', '^EngineCore']
+  shm_dir:
+    description: Shared memory directory.
+    type: path
+    default: /dev/shm
+  shm_patterns:
+    description: Names of shared-memory files vLLM, NCCL and multiprocessing leave behind.
+    type: list
+    elements: str
+    default: ['nccl-*', 'psm_*', 'vllm*']
+  force:
+    description: Also stop holders outside the scope.
+    type: bool
+    default: false
+  term_timeout:
+    description: Seconds to wait after SIGTERM before SIGKILL.
+    type: float
+    default: 15
+  kill_timeout:
+    description: Seconds to wait after SIGKILL before giving up.
+    type: float
+    default: 5
+  gpu_memory_timeout:
+    description: Seconds to wait for GPU memory to be released (where nvidia-smi exists).
+    type: float
+    default: 60
+  gpu_memory_free_mib:
+    description: A GPU counts as free below this many MiB used.
+    type: int
+    default: 1024
+author: vllm-fleet
+"""
+
+EXAMPLES = r"""
+- name: Clean leftovers of earlier runs
+  vllm_cleanup:
+    service_user: vllm
+    port: 8000
+"""
+
+RETURN = r"""
+holders:
+  description: Each holder found, with pid, user, cmdline, reasons and in_scope.
+  returned: always
+  type: list
+stale_shm_files:
+  description: Shared-memory files no process uses.
+  returned: always
+  type: list
+terminated:
+  description: PIDs that exited after SIGTERM.
+  returned: always
+  type: list
+killed:
+  description: PIDs that needed SIGKILL.
+  returned: always
+  type: list
+removed_shm_files:
+  description: Files removed from shm_dir.
+  returned: always
+  type: list
+gpu_memory_wait_seconds:
+  description: Seconds waited for GPU memory to be released; null without nvidia-smi.
+  returned: always
+  type: float
+"""
+
+import os
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.gpu_leftovers import (
+    CleanupResult,
+    Scope,
+    find_holders,
+    out_of_scope_message,
+    parse_compute_apps,
+    parse_gpu_memory_used,
+    run_nvidia_smi,
+    stale_shm_files,
+    stop_processes,
+    wait_for_gpu_memory,
+)
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "service_user": {"type": "str", "required": True},
+            "port": {"type": "int"},
+            "device_glob": {"type": "str", "default": "/dev/nvidia*"},
+            "title_patterns": {"type": "list", "elements": "str",
+                               "default": ["^VLLM::", r"^Worker_TP\d+", "^VllmWorker", "^EngineCore"]},
+            "shm_dir": {"type": "path", "default": "/dev/shm"},
+            "shm_patterns": {"type": "list", "elements": "str", "default": ["nccl-*", "psm_*", "vllm*"]},
+            "force": {"type": "bool", "default": False},
+            "term_timeout": {"type": "float", "default": 15.0},
+            "kill_timeout": {"type": "float", "default": 5.0},
+            "gpu_memory_timeout": {"type": "float", "default": 60.0},
+            "gpu_memory_free_mib": {"type": "int", "default": 1024},
+        },
+        supports_check_mode=True,
+    )
+    p = module.params
+    nvidia_smi = module.get_bin_path("nvidia-smi")
+    gpu_apps = parse_compute_apps(run_nvidia_smi(nvidia_smi, "--query-compute-apps=pid,used_memory")) if nvidia_smi else {}
+    scope = Scope(p["service_user"], tuple(p["title_patterns"]))
+    result = CleanupResult(holders=find_holders(scope, p["device_glob"], p["port"], gpu_apps))
+    outside = [h for h in result.holders if not h.in_scope]
+    if outside and not p["force"]:
+        module.fail_json(msg=out_of_scope_message(outside), **result.as_dict())
+    if module.check_mode:
+        result.stale_shm_files = stale_shm_files(Path(p["shm_dir"]), p["shm_patterns"])
+        module.exit_json(**{**result.as_dict(), "changed": bool(result.holders or result.stale_shm_files)})
+    stop_processes([h.pid for h in result.holders], p["term_timeout"], p["kill_timeout"], result)
+    if result.survivors:
+        module.fail_json(msg=f"processes survived SIGKILL (uninterruptible, D state?): {result.survivors}",
+                         **result.as_dict())
+    result.stale_shm_files = stale_shm_files(Path(p["shm_dir"]), p["shm_patterns"])
+    for path in result.stale_shm_files:
+        os.unlink(path)
+        result.removed_shm_files.append(path)
+    if nvidia_smi:
+        read_used = lambda: parse_gpu_memory_used(run_nvidia_smi(nvidia_smi, "--query-gpu=index,memory.used"))  # noqa: E731
+        waited, used = wait_for_gpu_memory(read_used, p["gpu_memory_free_mib"], p["gpu_memory_timeout"])
+        result.gpu_memory_wait_seconds = round(waited, 2)
+        busy = {gpu: mib for gpu, mib in used.items() if mib >= p["gpu_memory_free_mib"]}
+        if busy:
+            module.fail_json(msg=f"GPU memory still in use after {waited:.0f} s (MiB by GPU): {busy}", **result.as_dict())
+    module.exit_json(**result.as_dict())
+
+
+if __name__ == "__main__":
+    main()

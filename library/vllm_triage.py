@@ -1,0 +1,99 @@
+#!/usr/bin/python
+"""Ansible module: name the root cause of a vLLM unit's failed start from its journal."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vllm_triage
+short_description: Name the root cause of a vLLM unit's failed start from its journal
+description:
+  - Reads the unit's journal (C(journalctl -o json)) since its last start, or since I(since),
+    or a log file on the host, drops known-benign noise, sees through generic wrappers, folds
+    identical tensor-parallel worker tracebacks and maps the cause to a class and a remediation.
+  - Never changes anything.
+options:
+  unit:
+    description: systemd unit name; its journal is read unless I(log_path) is given.
+    type: str
+  log_path:
+    description: A saved log on the host (journalctl text or JSON, or a plain vLLM log).
+    type: path
+  since:
+    description: Epoch seconds to read the journal from; default the unit's last start.
+    type: int
+  triage_rules:
+    description: The triage rules (files/triage/rules.json, as data).
+    type: dict
+    required: true
+author: vllm-fleet
+"""
+
+EXAMPLES = r"""
+- name: Why did vllm not start?
+  vllm_triage:
+    unit: vllm
+    triage_rules: "{{ lookup('ansible.builtin.file', 'files/triage/rules.json') | from_json }}"
+"""
+
+RETURN = r"""
+found:
+  description: Whether a failure was found.
+  returned: always
+  type: bool
+root_cause:
+  description: One line.
+  returned: always
+  type: str
+class:
+  description: gpu_memory_held_or_oom, nccl, port_in_use, compile_cache, unsupported_model_or_gguf,
+    attention_backend, driver_cuda_mismatch, worker_killed, config_or_tokenizer or other.
+  returned: always
+  type: str
+evidence:
+  description: The key log lines.
+  returned: always
+  type: list
+remediation:
+  description: What to do about it.
+  returned: always
+  type: str
+benign_suppressed:
+  description: Lines dropped as known-benign noise.
+  returned: always
+  type: int
+workers_collapsed:
+  description: Identical worker tracebacks folded into the first.
+  returned: always
+  type: int
+"""
+
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.systemd_unit import read_journal, read_unit_state
+from ansible.module_utils.vllm_triage import parse_log, rules_from_data, triage
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "unit": {"type": "str"},
+            "log_path": {"type": "path"},
+            "since": {"type": "int"},
+            "triage_rules": {"type": "dict", "required": True},
+        },
+        required_one_of=[("unit", "log_path")],
+        supports_check_mode=True,
+    )
+    p = module.params
+    if p["log_path"]:
+        text = Path(p["log_path"]).read_text(errors="replace")
+    else:
+        since = p["since"] or read_unit_state(p["unit"]).started_at
+        text = read_journal(p["unit"], since=since - 1 if since else None)
+    report = triage(parse_log(text), rules_from_data(p["triage_rules"])).as_dict()
+    module.exit_json(changed=False, **report)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""One fresh systemd test host for the end-to-end tests, deployed once by site.yml."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import ansible_runner
+import pytest
+
+from tests.conftest import DEMO_MODEL_DIR, REPO_ROOT, ansible_env
+
+HOST = "vllm-fleet-e2e"
+SSH_PORT = 2223
+API_PORT = 8001
+API_URL = f"http://127.0.0.1:{API_PORT}/v1"
+DEMO_PROFILE = {
+    "name": "demo-qwen3",
+    "served_name": "demo",
+    "source_dir": str(DEMO_MODEL_DIR),
+    "gguf_files": ["demo-qwen3-F32.gguf"],
+    "max_model_len": 2048,
+    "tensor_parallel_size": 1,
+}
+
+
+@dataclass
+class PlayRun:
+    rc: int
+    changed: int
+    failed: bool
+    output: str
+    seconds: float
+    events: list[dict] = field(default_factory=list)
+
+    def task_result(self, task: str) -> dict:
+        """The module result of the last run of a task, ok or failed."""
+        for event in reversed(self.events):
+            data = event.get("event_data", {})
+            if data.get("task") == task and event.get("event") in ("runner_on_ok", "runner_on_failed"):
+                return data.get("res", {})
+        raise KeyError(f"task {task!r} did not run")
+
+
+def testhost(*args: str) -> None:
+    subprocess.run([str(REPO_ROOT / "tools" / "testhost.sh"), *args], check=True)
+
+
+def on_host(command: str, check: bool = True) -> str:
+    result = subprocess.run(["podman", "exec", HOST, "sh", "-c", command], check=check, capture_output=True, text=True)
+    return result.stdout.strip()
+
+
+def run_playbook(workdir: Path, playbook: str = "site.yml", cmdline: str = "", **extravars) -> PlayRun:
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    result = ansible_runner.run(
+        private_data_dir=str(workdir),
+        project_dir=str(REPO_ROOT),
+        playbook=str(REPO_ROOT / playbook),
+        inventory=str(REPO_ROOT / "inventory" / "local"),
+        extravars={"ansible_port": SSH_PORT, "verify_base_url": API_URL, **extravars},
+        envvars={"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        cmdline=cmdline or None,
+        quiet=True,
+    )
+    stats = result.stats or {}
+    return PlayRun(
+        rc=result.rc,
+        changed=sum(stats.get("changed", {}).values()),
+        failed=bool(stats.get("failures") or stats.get("dark")),
+        output=result.stdout.read(),
+        seconds=time.perf_counter() - started,
+        events=list(result.events),
+    )
+
+
+def service_state() -> tuple[str, str]:
+    props = dict(line.split("=", 1) for line in on_host("systemctl show vllm --property=ActiveState,MainPID").splitlines())
+    return props["ActiveState"], props["MainPID"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def fresh_host() -> Iterator[None]:
+    os.environ["PATH"] = ansible_env()["PATH"]
+    testhost("down", HOST)
+    testhost("up", HOST, str(SSH_PORT), str(API_PORT))
+    yield
+    testhost("down", HOST)
+
+
+@pytest.fixture(scope="session")
+def first_run(tmp_path_factory) -> PlayRun:
+    return run_playbook(tmp_path_factory.mktemp("run1"))
+
+
+@pytest.fixture
+def deployed(first_run: PlayRun) -> PlayRun:
+    assert first_run.rc == 0, first_run.output[-6000:]
+    return first_run

@@ -1,0 +1,110 @@
+"""Fault injection on the deployed test host: each fault either ends in a recovered, ready
+service (cleanup) or in a play that fails within seconds naming the root cause."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.conftest import PlayRun, on_host, run_playbook, service_state
+
+pytestmark = pytest.mark.slow
+
+CLEANUP_TASK = "Stop leftover GPU and vLLM processes, remove stale shared memory"
+GATE_TASK = "Wait until vLLM serves, failing fast on a crash"
+FAKE_DEVICES = "/run/fake-gpu"
+
+
+def internal_address() -> str:
+    return on_host("hostname -I").split()[0]
+
+
+def inject(unit: str, command: str, user: str = "root") -> int:
+    """Start a transient unit on the host; returns its main PID."""
+    on_host(f"systemd-run --quiet --unit={unit} --uid={user} --property=KillMode=process {command}")
+    pid = on_host(f"sleep 1; systemctl show {unit} --property=MainPID --value")
+    assert pid != "0", on_host(f"journalctl -u {unit} --no-pager | tail -20", check=False)
+    return int(pid)
+
+
+def alive(pid: int) -> bool:
+    return on_host(f"test -d /proc/{pid} && echo yes || true") == "yes"
+
+
+def report(name: str, run: PlayRun) -> None:
+    print(f"\n[{name}] play rc={run.rc} in {run.seconds:.1f} s")
+
+
+@pytest.fixture(autouse=True)
+def clean_injections():
+    yield
+    on_host("systemctl stop 'fault-*' 2>/dev/null; systemctl reset-failed 'fault-*' 2>/dev/null; "
+            f"rm -rf {FAKE_DEVICES} /dev/shm/nccl-fault* /dev/shm/psm_fault*", check=False)
+
+
+def test_leftover_engine_core_and_stale_shm_are_cleaned(deployed: PlayRun, tmp_path: Path):
+    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::EngineCore sleep 600'")
+    on_host("head -c 1M /dev/zero > /dev/shm/nccl-fault-1 && head -c 1M /dev/zero > /dev/shm/psm_fault2")
+    run = run_playbook(tmp_path, "playbooks/restart.yml")
+    report("orphan VLLM::EngineCore + stale shm", run)
+    assert run.rc == 0, run.output[-5000:]
+    cleanup = run.task_result(CLEANUP_TASK)
+    assert orphan in cleanup["terminated"] + cleanup["killed"]
+    assert not alive(orphan)
+    assert {"/dev/shm/nccl-fault-1", "/dev/shm/psm_fault2"} <= set(cleanup["removed_shm_files"])
+    assert run.task_result(GATE_TASK)["completion_tokens"] > 0
+    assert service_state()[0] == "active"
+
+
+def test_device_holder_of_the_service_user_is_stopped(deployed: PlayRun, tmp_path: Path):
+    on_host(f"mkdir -p {FAKE_DEVICES} && touch {FAKE_DEVICES}/nvidia0 {FAKE_DEVICES}/nvidiactl")
+    holder = inject("fault-device", f"python3 -c \"import time; f = open('{FAKE_DEVICES}/nvidia0'); time.sleep(600)\"",
+                    user="vllm")
+    run = run_playbook(tmp_path, "playbooks/restart.yml", vllm_service_cleanup_device_glob=f"{FAKE_DEVICES}/nvidia*")
+    report("device holder", run)
+    assert run.rc == 0, run.output[-5000:]
+    found = [h for h in run.task_result(CLEANUP_TASK)["holders"] if h["pid"] == holder]
+    assert found and f"holds {FAKE_DEVICES}/nvidia0" in found[0]["reasons"]
+    assert not alive(holder)
+    assert service_state()[0] == "active"
+
+
+def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun, tmp_path: Path):
+    on_host("systemctl stop vllm")
+    squatter = inject("fault-port", f"python3 -m http.server 8000 --bind {internal_address()}")
+    refused = run_playbook(tmp_path / "refused", "playbooks/restart.yml")
+    report("port held by root", refused)
+    assert refused.rc != 0
+    message = refused.task_result(CLEANUP_TASK)["msg"]
+    assert "refusing to stop 1 process(es) outside the cleanup scope" in message
+    assert f"pid {squatter} (root: python3 -m http.server 8000" in message and "listens on port 8000" in message
+    assert alive(squatter), "nothing outside the scope may be killed without force"
+
+    forced = run_playbook(tmp_path / "forced", "playbooks/restart.yml", vllm_service_cleanup_force=True)
+    assert forced.rc == 0, forced.output[-5000:]
+    assert not alive(squatter)
+    assert service_state()[0] == "active"
+
+
+def test_check_mode_kills_nothing(deployed: PlayRun, tmp_path: Path):
+    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::Worker_TP0 sleep 600'")
+    result = run_playbook(tmp_path, "playbooks/restart.yml", cmdline="--check")
+    assert alive(orphan)
+    cleanup = result.task_result(CLEANUP_TASK)
+    assert orphan in [h["pid"] for h in cleanup["holders"]] and cleanup["killed"] == [] == cleanup["terminated"]
+
+
+def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: Path):
+    broken = run_playbook(tmp_path / "broken", vllm_service_extra_args=["--no-such-flag"])
+    report("crash loop (bad argument)", broken)
+    assert broken.rc != 0
+    gate = broken.task_result(GATE_TASK)
+    print(f"[crash loop] gate failed after {gate['seconds']:.1f} s: {gate['msg']}")
+    assert "vllm did not become ready" in gate["msg"]
+    assert "[config_or_tokenizer]" in gate["msg"] and "--no-such-flag" in gate["msg"]
+    assert gate["triage"]["class"] == "config_or_tokenizer"
+
+    restored = run_playbook(tmp_path / "restored")
+    assert restored.rc == 0, restored.output[-5000:]
+    assert service_state()[0] == "active"
