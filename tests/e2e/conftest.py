@@ -63,8 +63,9 @@ def run_playbook(workdir: Path, playbook: str = "site.yml", cmdline: str = "", *
         project_dir=str(REPO_ROOT),
         playbook=str(REPO_ROOT / playbook),
         inventory=str(REPO_ROOT / "inventory" / "local"),
-        extravars={"ansible_port": SSH_PORT, "verify_base_url": API_URL, **extravars},
-        envvars={"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+        extravars=extravars,
+        envvars={"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+                 "VLLM_FLEET_LOCAL_SSH_PORT": str(SSH_PORT), "VLLM_FLEET_LOCAL_API_PORT": str(API_PORT)},
         cmdline=cmdline or None,
         quiet=True,
     )

@@ -105,6 +105,12 @@ def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: 
     assert "[config_or_tokenizer]" in gate["msg"] and "--no-such-flag" in gate["msg"]
     assert gate["triage"]["class"] == "config_or_tokenizer"
 
+    triaged = run_playbook(tmp_path / "triage", "playbooks/triage.yml")
+    assert triaged.rc == 0, triaged.output[-3000:]
+    found = triaged.task_result("Read the journal and name the root cause")
+    assert found["class"] == "config_or_tokenizer" and "--no-such-flag" in found["root_cause"]
+    assert "[config_or_tokenizer] api_server.py: error: unrecognized arguments: --no-such-flag" in triaged.output
+
     restored = run_playbook(tmp_path / "restored")
     assert restored.rc == 0, restored.output[-5000:]
     assert service_state()[0] == "active"

@@ -33,3 +33,30 @@ def test_vllm_probe_fails_clearly_when_nothing_listens():
     rc, out = adhoc("vllm_probe", {"base_url": "http://127.0.0.1:9/v1", "model": "demo", "health_timeout": 1})
     assert rc != 0
     assert "http://127.0.0.1:9/health not healthy after 1 s (no answer)" == out["msg"]
+
+
+def test_vllm_triage_names_the_cause_of_a_saved_log():
+    rules = json.loads((DEMO_MODEL_DIR.parents[1] / "triage" / "rules.json").read_text())
+    log = DEMO_MODEL_DIR.parents[2] / "tests" / "fixtures" / "triage" / "port_in_use.journal.json"
+    rc, out = adhoc("vllm_triage", {"log_path": str(log), "triage_rules": rules})
+    assert rc == 0, out
+    assert out["changed"] is False and out["found"] is True
+    assert out["class"] == "port_in_use"
+    assert "Address already in use" in out["root_cause"]
+
+
+def test_vllm_cleanup_in_check_mode_reports_and_kills_nothing():
+    import subprocess
+    orphan = subprocess.Popen(["bash", "-c", "exec -a VLLM::EngineCore sleep 60"])
+    try:
+        result = run(["ansible", "localhost", "-o", "-C", "-m", "vllm_cleanup", "-a",
+                      json.dumps({"service_user": "no-such-user", "device_glob": "/nonexistent/nvidia*"})])
+        line = next(line for line in result.stdout.splitlines() if line.startswith("localhost |"))
+        out = json.loads(line.split("=>", 1)[1])
+        assert result.returncode == 0, out
+        assert orphan.pid in [holder["pid"] for holder in out["holders"]]
+        assert out["terminated"] == [] and out["killed"] == []
+        assert orphan.poll() is None, "check mode must not stop anything"
+    finally:
+        orphan.kill()
+        orphan.wait()
