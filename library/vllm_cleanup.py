@@ -93,6 +93,10 @@ removed_shm_files:
   description: Files removed from shm_dir.
   returned: always
   type: list
+uninspectable_pids:
+  description: Processes whose open files could not be read (a warning names them).
+  returned: always
+  type: list
 gpu_memory_wait_seconds:
   description: Seconds waited for GPU memory to be released; null without nvidia-smi.
   returned: always
@@ -139,7 +143,11 @@ def main() -> None:
     nvidia_smi = module.get_bin_path("nvidia-smi")
     gpu_apps = parse_compute_apps(run_nvidia_smi(nvidia_smi, "--query-compute-apps=pid,used_memory")) if nvidia_smi else {}
     scope = Scope(p["service_user"], tuple(p["title_patterns"]))
-    result = CleanupResult(holders=find_holders(scope, p["device_glob"], p["port"], gpu_apps))
+    result = CleanupResult()
+    result.holders = find_holders(scope, p["device_glob"], p["port"], gpu_apps, uninspectable=result.uninspectable_pids)
+    if result.uninspectable_pids:
+        module.warn(f"could not read the open files of {len(result.uninspectable_pids)} process(es) "
+                    f"(no CAP_SYS_PTRACE?): {result.uninspectable_pids[:20]}; they may hold a GPU unseen")
     outside = [h for h in result.holders if not h.in_scope]
     if outside and not p["force"]:
         module.fail_json(msg=out_of_scope_message(outside), **result.as_dict())

@@ -57,6 +57,7 @@ class CleanupResult:
     killed: list[int] = field(default_factory=list)
     survivors: list[int] = field(default_factory=list)
     removed_shm_files: list[str] = field(default_factory=list)
+    uninspectable_pids: list[int] = field(default_factory=list)
     gpu_memory_wait_seconds: float | None = None
 
     @property
@@ -99,17 +100,22 @@ def read_user(proc_dir: Path) -> str:
         return str(uid)
 
 
-def open_targets(proc_dir: Path) -> list[str]:
-    """What each open file descriptor of a process points at (paths, socket:[inode], ...)."""
+def open_targets(proc_dir: Path) -> list[str] | None:
+    """What each open file descriptor of a process points at (paths, socket:[inode], ...);
+    None when they cannot be read (another user's process without CAP_SYS_PTRACE)."""
     fd_dir = proc_dir / "fd"
     targets = []
     try:
         names = os.listdir(fd_dir)
-    except OSError:
+    except FileNotFoundError:
         return targets
+    except PermissionError:
+        return None
     for name in names:
         try:
             targets.append(os.readlink(fd_dir / name))
+        except PermissionError:
+            return None
         except OSError:
             continue
     return targets
@@ -192,7 +198,10 @@ def find_holders(
     gpu_apps: dict[int, int] | None = None,
     proc_root: Path = Path("/proc"),
     own_pid: int | None = None,
+    uninspectable: list[int] | None = None,
 ) -> list[Holder]:
+    """Holders of the GPUs, the port or a vLLM title; pids whose open files could not be read are
+    appended to `uninspectable` (they may hold a device unseen)."""
     protected = protected_pids(proc_root, own_pid or os.getpid())
     port_inodes = {f"socket:[{inode}]" for inode in listening_socket_inodes(port, proc_root)} if port else set()
     holders = []
@@ -204,6 +213,10 @@ def find_holders(
         if not cmdline:  # kernel threads and processes gone meanwhile
             continue
         targets = open_targets(proc_dir)
+        if targets is None:
+            if uninspectable is not None:
+                uninspectable.append(pid)
+            targets = []
         reasons = holder_reasons(scope, device_glob, port, port_inodes, gpu_apps or {}, pid, cmdline, comm, user, targets)
         if reasons:
             in_scope = user == scope.service_user or scope.has_vllm_title(cmdline, comm)
@@ -236,7 +249,7 @@ def stale_shm_files(shm_dir: Path, patterns: Iterable[str], proc_root: Path = Pa
     in_use: set[str] = set()
     for pid in process_ids(proc_root):
         proc_dir = proc_root / str(pid)
-        in_use.update(open_targets(proc_dir))
+        in_use.update(open_targets(proc_dir) or [])
         in_use.update(mapped_paths(proc_dir))
     return [path for path in candidates if path not in in_use and f"{path} (deleted)" not in in_use]
 

@@ -100,7 +100,7 @@ up() {
   else
     log "creating $name (ssh 127.0.0.1:$ssh_port, api 127.0.0.1:$api_port)"
     podman run -d --name "$name" --hostname "$name" --systemd=always \
-      --shm-size="$SHM_SIZE" --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
+      --shm-size="$SHM_SIZE" --cap-add=SYS_PTRACE --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
       -p "127.0.0.1:$ssh_port:22" -p "127.0.0.1:$api_port:8000" \
       "$IMAGE" /sbin/init >/dev/null
     podman exec "$name" sh -c "printf '127.0.1.1 %s\n' '$name' >> /etc/hosts"

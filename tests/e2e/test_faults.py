@@ -78,7 +78,7 @@ def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun,
     assert refused.rc != 0
     message = refused.task_result(CLEANUP_TASK)["msg"]
     assert "refusing to stop 1 process(es) outside the cleanup scope" in message
-    assert f"pid {squatter} (root: python3 -m http.server 8000" in message and "listens on port 8000" in message
+    assert f"pid {squatter} (root: /usr/bin/python3 -m http.server 8000" in message and "listens on port 8000" in message
     assert alive(squatter), "nothing outside the scope may be killed without force"
 
     forced = run_playbook(tmp_path / "forced", "playbooks/restart.yml", vllm_service_cleanup_force=True)

@@ -1,0 +1,226 @@
+"""Apply a patch series to an installed Python package, all or nothing, idempotently.
+
+Layout on disk: <series_root>/<distribution>/<version>/series lists patch files (one per line,
+'#' comments), each a unified diff relative to site-packages (applied with `patch -p1`). The
+series applies to a scratch copy of the files it touches first; only when every patch applied
+there are the results moved into site-packages, so a failure leaves nothing half-patched. What
+was applied is recorded in site-packages (vllm-fleet-patches.json) with the patch texts, so a
+later series can first take the old one back out.
+
+Standard library only (runs on the managed host); needs GNU patch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+STATE_FILE = "vllm-fleet-patches.json"
+DIFF_TARGET = re.compile(r"^\+\+\+ (?:b/)?(?P<path>\S+)", re.MULTILINE)
+DIFF_SOURCE = re.compile(r"^--- (?:a/)?(?P<path>\S+)", re.MULTILINE)
+
+
+class PatchError(Exception):
+    """The series cannot be applied; nothing was changed."""
+
+
+@dataclass
+class Series:
+    distribution: str
+    version: str
+    patches: list[tuple[str, str]]  # (file name, text)
+
+    @property
+    def series_id(self) -> str:
+        digest = hashlib.sha256()
+        for name, text in self.patches:
+            digest.update(name.encode() + b"\0" + text.encode() + b"\0")
+        return f"{self.distribution}-{self.version}-{digest.hexdigest()[:12]}"
+
+    def touched_files(self) -> list[str]:
+        return files_touched(self.patches)
+
+
+def files_touched(patches: list[tuple[str, str]]) -> list[str]:
+    """site-packages-relative paths the diffs name (old and new sides)."""
+    paths: set[str] = set()
+    for _, text in patches:
+        for pattern in (DIFF_SOURCE, DIFF_TARGET):
+            paths.update(m["path"] for m in pattern.finditer(text) if m["path"] != "/dev/null")
+    return sorted(paths)
+
+
+@dataclass
+class ApplyResult:
+    distribution: str
+    version: str
+    series_id: str
+    changed: bool
+    action: str  # "applied", "already applied", "replaced <old id>", "would apply", ...
+    files: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_version(site_packages: Path, distribution: str) -> str | None:
+    """Version of an installed distribution, from its *.dist-info directory name."""
+    wanted = canonical(distribution)
+    for entry in site_packages.glob("*.dist-info"):
+        name, _, version = entry.name[: -len(".dist-info")].rpartition("-")
+        if canonical(name) == wanted:
+            return version
+    return None
+
+
+def available_versions(series_root: Path, distribution: str) -> list[str]:
+    package_dir = series_root / distribution
+    return sorted(p.name for p in package_dir.iterdir() if (p / "series").is_file()) if package_dir.is_dir() else []
+
+
+def load_series(series_root: Path, distribution: str, version: str) -> Series:
+    series_dir = series_root / distribution / version
+    if not (series_dir / "series").is_file():
+        versions = available_versions(series_root, distribution)
+        raise PatchError(
+            f"{distribution} {version} is installed, but the patch series exists only for "
+            f"{', '.join(versions) or 'no version'} ({series_root / distribution}); refusing to run an unpatched "
+            f"{distribution} {version}. Pin {distribution} to a version with a series, or write one.")
+    names = [line.split("#", 1)[0].strip() for line in (series_dir / "series").read_text().splitlines()]
+    patches = []
+    for name in filter(None, names):
+        path = series_dir / name
+        if not path.is_file():
+            raise PatchError(f"{series_dir / 'series'} lists {name}, which does not exist")
+        patches.append((name, path.read_text()))
+    if not patches:
+        raise PatchError(f"{series_dir / 'series'} lists no patches")
+    return Series(distribution, version, patches)
+
+
+def read_state(site_packages: Path) -> dict:
+    path = site_packages / STATE_FILE
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+def write_state(site_packages: Path, state: dict) -> None:
+    atomic_write(site_packages / STATE_FILE, json.dumps(state, indent=2, sort_keys=True).encode())
+
+
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(handle, "wb") as out:
+        out.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def run_patch(workdir: Path, name: str, text: str, reverse: bool = False, dry_run: bool = False) -> None:
+    # --forward makes patch skip (and fail on) a hunk that looks already done, in either
+    # direction; --batch alone would silently flip the direction instead (and never prompt).
+    argv = ["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "--reject-file=-", "-d", str(workdir)]
+    if reverse:
+        argv.append("--reverse")
+    if dry_run:
+        argv.append("--dry-run")
+    result = subprocess.run(argv, input=text, capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        direction = "reversing" if reverse else "applying"
+        raise PatchError(f"{direction} {name} failed: {(result.stdout + result.stderr).strip()}")
+
+
+def stage(site_packages: Path, files: list[str], scratch: Path) -> None:
+    for relative in files:
+        source = site_packages / relative
+        if source.is_file():
+            target = scratch / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def is_applied(site_packages: Path, series: Series) -> bool:
+    """True when the whole series reverses cleanly: its changes are all in place."""
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        stage(site_packages, series.touched_files(), scratch)
+        try:
+            for name, text in reversed(series.patches):
+                run_patch(scratch, name, text, reverse=True)
+        except PatchError:
+            return False
+    return True
+
+
+def patched_copy(site_packages: Path, files: list[str], undo: list[tuple[str, str]],
+                 apply: list[tuple[str, str]], scratch: Path) -> None:
+    """Stage files, reverse `undo` (newest first) and apply `apply` in the scratch copy."""
+    stage(site_packages, files, scratch)
+    for name, text in reversed(undo):
+        run_patch(scratch, name, text, reverse=True)
+    for name, text in apply:
+        run_patch(scratch, name, text)
+
+
+def install_files(site_packages: Path, scratch: Path, files: list[str]) -> None:
+    for relative in files:
+        patched = scratch / relative
+        target = site_packages / relative
+        if patched.is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            mode = target.stat().st_mode & 0o777 if target.exists() else 0o644
+            atomic_write(target, patched.read_bytes(), mode)
+        elif target.exists():
+            target.unlink()  # a patch deleted the file
+
+
+def apply_series(site_packages: Path, series_root: Path, distribution: str, check_mode: bool = False) -> ApplyResult:
+    version = installed_version(site_packages, distribution)
+    if version is None:
+        raise PatchError(f"{distribution} is not installed in {site_packages}")
+    series = load_series(series_root, distribution, version)
+    state = read_state(site_packages)
+    previous = recorded_series(state, distribution)
+    result = ApplyResult(distribution, version, series.series_id, False, "already applied", series.touched_files())
+    if is_applied(site_packages, series):
+        if previous and previous.series_id == series.series_id:
+            return result
+        result.changed, result.action = not check_mode, "recorded (found applied)"
+        if not check_mode:
+            record(site_packages, state, series)
+        return result
+    # Take a different, still applied series of the same version back out first.
+    undo = previous.patches if previous and previous.version == version and is_applied(site_packages, previous) else []
+    files = sorted(set(series.touched_files()) | set(files_touched(undo)))
+    with tempfile.TemporaryDirectory() as tmp:
+        patched_copy(site_packages, files, undo, series.patches, Path(tmp))
+        result.changed = True
+        result.action = f"replaced {previous.series_id}" if undo and previous else "applied"
+        result.files = files
+        if check_mode:
+            result.action = "would be " + result.action
+            return result
+        install_files(site_packages, Path(tmp), files)
+    record(site_packages, state, series)
+    return result
+
+
+def recorded_series(state: dict, distribution: str) -> Series | None:
+    entry = state.get(distribution)
+    return Series(distribution, entry["version"], [tuple(p) for p in entry["patches"]]) if entry else None
+
+
+def record(site_packages: Path, state: dict, series: Series) -> None:
+    state[series.distribution] = {"version": series.version, "series_id": series.series_id,
+                                  "patches": series.patches}
+    write_state(site_packages, state)
