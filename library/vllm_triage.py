@@ -19,8 +19,14 @@ options:
     description: A saved log on the host (journalctl text or JSON, or a plain vLLM log).
     type: path
   since:
-    description: Epoch seconds to read the journal from; default the unit's last start.
+    description: Epoch seconds to read the journal from. Default, the unit's last start while it
+      is active; while it is not (crash loop, failed), the last I(lookback_seconds), so the
+      attempts that failed are in view, not only the one starting now.
     type: int
+  lookback_seconds:
+    description: How far back to read for a unit that is not active.
+    type: int
+    default: 1800
   triage_rules:
     description: The triage rules (files/triage/rules.json, as data).
     type: dict
@@ -67,11 +73,21 @@ workers_collapsed:
   type: int
 """
 
+import time
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.systemd_unit import read_journal, read_unit_state
 from ansible.module_utils.vllm_triage import parse_log, rules_from_data, triage
+
+
+def journal_start(unit: str, since: int | None, lookback_seconds: int) -> int | None:
+    if since:
+        return since
+    state = read_unit_state(unit)
+    if state.active_state != "active":
+        return int(time.time()) - lookback_seconds
+    return state.started_at - 1 if state.started_at else None
 
 
 def main() -> None:
@@ -80,6 +96,7 @@ def main() -> None:
             "unit": {"type": "str"},
             "log_path": {"type": "path"},
             "since": {"type": "int"},
+            "lookback_seconds": {"type": "int", "default": 1800},
             "triage_rules": {"type": "dict", "required": True},
         },
         required_one_of=[("unit", "log_path")],
@@ -89,8 +106,7 @@ def main() -> None:
     if p["log_path"]:
         text = Path(p["log_path"]).read_text(errors="replace")
     else:
-        since = p["since"] or read_unit_state(p["unit"]).started_at
-        text = read_journal(p["unit"], since=since - 1 if since else None)
+        text = read_journal(p["unit"], since=journal_start(p["unit"], p["since"], p["lookback_seconds"]))
     report = triage(parse_log(text), rules_from_data(p["triage_rules"])).as_dict()
     module.exit_json(changed=False, **report)
 

@@ -38,16 +38,20 @@ def ansible(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
 
 
 def first_crash_after(since: float) -> float | None:
-    """Realtime of the first 'Main process exited' line of the vllm unit since `since`."""
-    lines = on_host(f"journalctl -u vllm -o json --no-pager --since @{int(since)}").splitlines()
-    for line in lines:
+    """Realtime of the first 'Main process exited' after the play's own start of the unit."""
+    started = False
+    for line in on_host(f"journalctl -u vllm -o json --no-pager --since @{int(since)}").splitlines():
         entry = json.loads(line)
-        if "Main process exited" in str(entry.get("MESSAGE", "")):
+        message = str(entry.get("MESSAGE", ""))
+        started = started or message.startswith("Started vllm.service")
+        if started and "Main process exited" in message:
             return int(entry["__REALTIME_TIMESTAMP"]) / 1e6
     return None
 
 
 def crash_loop_figure() -> None:
+    if on_host("systemctl is-active vllm || true") != "active":
+        sys.exit("vllm is not active on the test host: run tools/deploy-local.sh first")
     started = time.time()
     result = ansible(["ansible-playbook", "site.yml", "-e", '{"vllm_service_extra_args": ["--no-such-flag"]}'],
                      check=False)
@@ -55,7 +59,8 @@ def crash_loop_figure() -> None:
     if result.returncode == 0:
         sys.exit("the broken start did not fail")
     crash = first_crash_after(started - 1)
-    cause = next((line.strip() for line in result.stdout.splitlines() if "Root cause" in line), "?")
+    flat = " ".join(result.stdout.split())
+    cause = flat[flat.find("Root cause"):][:160] if "Root cause" in flat else "?"
     print(f"crash loop: play failed {failed_at - crash:5.1f} s after the unit's first crash "
           f"({failed_at - started:5.1f} s for the whole play)")
     print(f"            {cause[:160]}")

@@ -59,7 +59,7 @@ def tiny_glm5(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def back_to_the_demo_model(deployed: PlayRun, tmp_path_factory) -> Iterator[None]:
+def back_to_the_demo_model(first_run: PlayRun, tmp_path_factory) -> Iterator[None]:
     yield
     restored = run_playbook(tmp_path_factory.mktemp("restore"))
     assert restored.rc == 0, restored.output[-4000:]
