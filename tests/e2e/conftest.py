@@ -14,9 +14,10 @@ import pytest
 
 from tests.conftest import DEMO_MODEL_DIR, REPO_ROOT, ansible_env
 
-HOST = "vllm-fleet-e2e"
-SSH_PORT = 2223
-API_PORT = 8001
+# Overridable so that several checkouts can run their end-to-end tests side by side.
+HOST = os.environ.get("VLLM_FLEET_E2E_HOST", "vllm-fleet-e2e")
+SSH_PORT = int(os.environ.get("VLLM_FLEET_E2E_SSH_PORT", "2223"))
+API_PORT = int(os.environ.get("VLLM_FLEET_E2E_API_PORT", "8001"))
 API_URL = f"http://127.0.0.1:{API_PORT}/v1"
 DEMO_PROFILE = {
     "name": "demo-qwen3",
