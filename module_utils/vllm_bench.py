@@ -142,8 +142,14 @@ def make_prompts(count: int, words: int, seed: int = 0) -> list[str]:
     return prompts
 
 
+def make_token_prompts(count: int, length: int, vocab_size: int, seed: int = 0) -> list[list[int]]:
+    """count prompts of exactly `length` random token ids (the workload of vLLM's random dataset)."""
+    rng = random.Random(seed)
+    return [[rng.randrange(vocab_size) for _ in range(length)] for _ in range(count)]
+
+
 def stream_completion(
-    client: Any, model: str, prompt: str, max_tokens: int, ignore_eos: bool = True,
+    client: Any, model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool = True,
     clock: Clock = time.perf_counter,
 ) -> RequestRecord:
     """One streamed completion; times the first text chunk and every gap between text chunks."""
@@ -194,7 +200,7 @@ def summarize(records: list[RequestRecord], concurrency: int, duration: float) -
 
 
 def run_load(
-    client: Any, model: str, prompts: list[str], max_tokens: int, concurrency: int,
+    client: Any, model: str, prompts: list[str] | list[list[int]], max_tokens: int, concurrency: int,
     ignore_eos: bool = True, clock: Clock = time.perf_counter,
 ) -> LoadResult:
     """Send every prompt, at most `concurrency` in flight, and summarize like `vllm bench serve`."""
