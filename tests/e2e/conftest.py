@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -19,6 +20,8 @@ HOST = os.environ.get("VLLM_FLEET_E2E_HOST", "vllm-fleet-e2e")
 SSH_PORT = int(os.environ.get("VLLM_FLEET_E2E_SSH_PORT", "2223"))
 API_PORT = int(os.environ.get("VLLM_FLEET_E2E_API_PORT", "8001"))
 API_URL = f"http://127.0.0.1:{API_PORT}/v1"
+# The verify role's JSON lines history for this session's runs (one file per host).
+RESULTS_DIR = REPO_ROOT / ".cache" / f"results-{HOST}"
 DEMO_PROFILE = {
     "name": "demo-qwen3",
     "served_name": "demo",
@@ -66,7 +69,8 @@ def run_playbook(workdir: Path, playbook: str = "site.yml", cmdline: str = "", *
         inventory=str(REPO_ROOT / "inventory" / "local"),
         extravars=extravars,
         envvars={"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
-                 "VLLM_FLEET_LOCAL_SSH_PORT": str(SSH_PORT), "VLLM_FLEET_LOCAL_API_PORT": str(API_PORT)},
+                 "VLLM_FLEET_LOCAL_SSH_PORT": str(SSH_PORT), "VLLM_FLEET_LOCAL_API_PORT": str(API_PORT),
+                 "VLLM_FLEET_RESULTS_DIR": str(RESULTS_DIR)},
         cmdline=cmdline or None,
         quiet=True,
     )
@@ -90,6 +94,7 @@ def service_state() -> tuple[str, str]:
 def fresh_host() -> Iterator[None]:
     os.environ["PATH"] = ansible_env()["PATH"]
     testhost("down", HOST)
+    shutil.rmtree(RESULTS_DIR, ignore_errors=True)
     testhost("up", HOST, str(SSH_PORT), str(API_PORT))
     yield
     testhost("down", HOST)

@@ -35,6 +35,22 @@ def test_vllm_probe_fails_clearly_when_nothing_listens():
     assert "http://127.0.0.1:9/health not healthy after 1 s (no answer)" == out["msg"]
 
 
+def test_vllm_bench_fails_clearly_when_nothing_listens():
+    rc, out = adhoc("vllm_bench", {"base_url": "http://127.0.0.1:9/v1", "model": "demo", "health_timeout": 1})
+    assert rc != 0
+    assert "http://127.0.0.1:9/health not healthy after 1 s (no answer)" == out["msg"]
+
+
+def test_vllm_roofline_reads_the_demo_gguf_through_ansible():
+    gguf = str(DEMO_MODEL_DIR / "demo-qwen3-F32.gguf")
+    rc, out = adhoc("vllm_roofline", {"gguf_path": gguf, "memory_bandwidth_gbs": 100.0})
+    assert rc == 0, out
+    assert out["changed"] is False and out["expert_count"] == 0
+    assert out["ceiling_tok_s"] == round(100e9 / out["bytes_per_token"], 1)
+    rc, out = adhoc("vllm_roofline", {"gguf_path": gguf})
+    assert rc == 0 and out["ceiling_tok_s"] is None and "no GPU" in out["bandwidth_source"]
+
+
 def test_vllm_triage_names_the_cause_of_a_saved_log():
     rules = json.loads((DEMO_MODEL_DIR.parents[1] / "triage" / "rules.json").read_text())
     log = DEMO_MODEL_DIR.parents[2] / "tests" / "fixtures" / "triage" / "port_in_use.journal.json"
