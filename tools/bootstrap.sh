@@ -6,7 +6,7 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=$REPO_ROOT/.venv
-APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client iproute2)
+APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client iproute2 apt-utils gnupg)
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 

@@ -3,6 +3,7 @@
 # mmdebstrap image (no registry), reached over SSH on a loopback port.
 #
 #   tools/testhost.sh image                       build the image if it is missing
+#                                                 (VLLM_FLEET_TESTHOST_SUITE=trixie: a Debian 13 image)
 #   tools/testhost.sh up NAME SSH_PORT API_PORT   create/start NAME (reused if present)
 #   tools/testhost.sh down NAME                   remove NAME
 #   tools/testhost.sh key                         print the SSH private key path
@@ -30,6 +31,18 @@ host_apt_sources() {
     [[ -s $f ]] && grep -qE '^\s*(Types:|deb )' "$f" && { echo "$f"; return; }
   done
   log "no apt sources found on this machine; set them up first"; exit 1
+}
+
+# The same mirrors for another Debian release (e.g. trixie on a bookworm controller): the host's
+# sources with its codename replaced, so bookworm-updates/-security become SUITE-updates/-security.
+suite_apt_sources() {
+  local src host_codename out
+  src=$(host_apt_sources)
+  host_codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-}")
+  if [[ -z $host_codename || $host_codename == "$SUITE" ]]; then echo "$src"; return; fi
+  out="$STATE_DIR/sources-$SUITE"
+  sed -E "s/\b$host_codename\b/$SUITE/g" "$src" > "$out"
+  echo "$out"
 }
 
 # Podman's defaults fail here (crun + hybrid cgroups, nofile above the hard limit).
@@ -66,7 +79,7 @@ HOOK
   chmod +x "$hook"
   log "building $IMAGE with mmdebstrap (about 30-60 s)"
   mmdebstrap --quiet --variant=minbase --include="$PACKAGES" \
-    --customize-hook="$hook \"\$1\"" "$SUITE" "$tar" "$(host_apt_sources)"
+    --customize-hook="$hook \"\$1\"" "$SUITE" "$tar" "$(suite_apt_sources)"
   podman import --change 'CMD ["/sbin/init"]' --change 'STOPSIGNAL SIGRTMIN+3' "$tar" "$IMAGE" >/dev/null
   rm -f "$tar"
 }
