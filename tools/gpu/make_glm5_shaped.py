@@ -128,7 +128,7 @@ def write_config(out: str, d: dict, n_dense: int, n_moe: int) -> None:
         "hidden_act": "silu", "hidden_size": d["hidden_size"], "index_head_dim": d["index_head_dim"],
         "index_n_heads": d["index_n_heads"], "index_topk": d["index_topk"], "indexer_types": ["full"] * L,
         "initializer_range": 0.02, "intermediate_size": d["intermediate_size"],
-        "kv_lora_rank": d["kv_lora_rank"], "layer_types": ["indexed_attention"] * L,
+        "kv_lora_rank": d["kv_lora_rank"],
         "max_position_embeddings": d["max_position_embeddings"], "mlp_bias": False,
         "mlp_layer_types": ["dense"] * n_dense + ["sparse"] * n_moe,
         "moe_intermediate_size": d["moe_intermediate_size"], "n_group": 1,
