@@ -20,16 +20,20 @@ big=(-e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0
 kv='"--kv-cache-memory-bytes", "4294967296"'
 defaults=(-e vllm_service_nccl_proto= -e vllm_service_attention_backend= -e '{"vllm_service_compilation_config": {}}')
 if [ "$set_" = single ]; then
-  render t-unpatched 8100 $G/ref/tiny-glm5-Q8_0.gguf $G/ref/hf "${tiny[@]}"
-  render t-sparse 8101 $G/ref/tiny-glm5-Q8_0.gguf $G/ref/hf "${tiny[@]}" -e vllm_service_attention_backend=
-  render t-q8 8102 $G/ref/tiny-glm5-Q8_0-noidx.gguf $G/ref/hf "${tiny[@]}"
-  render t-q6k 8103 $G/ref/tiny-glm5-Q6_K-noidx.gguf $G/ref/hf "${tiny[@]}"
+  # tiny GLM-5 with GLM-5's own MLA head dims (192/64/256: CUDA's MLA prefill has no kernel for 64/64/64),
+  # written on the device by tools/make_glm5_tiny.py --mla-dims 192,64,256 + tools/gpu/tiny_variants.py
+  render t-q8 8102 $G/t192/tiny-glm5-Q8_0-noidx.gguf $G/t192/hf "${tiny[@]}"
+  render t-q6k 8103 $G/t192/tiny-glm5-Q6_K-noidx.gguf $G/t192/hf "${tiny[@]}"
+  render t-q8-default 8104 $G/t192/tiny-glm5-Q8_0-noidx.gguf $G/t192/hf "${tiny[@]}" "${defaults[@]}"
   render b-tuned 8201 $B/glm5-shaped-Q8_0.gguf $B -e vllm_service_tensor_parallel_size=1 "${big[@]}" \
     -e "{\"vllm_service_extra_args\": [$kv]}"
   render b-eager 8202 $B/glm5-shaped-Q8_0.gguf $B -e vllm_service_tensor_parallel_size=1 "${big[@]}" \
     -e "{\"vllm_service_extra_args\": [$kv, \"--enforce-eager\"]}"
   render b-default 8203 $B/glm5-shaped-Q8_0.gguf $B -e vllm_service_tensor_parallel_size=1 "${big[@]}" \
     -e "{\"vllm_service_extra_args\": [$kv]}" "${defaults[@]}"
+  render b-q4k 8204 $B/glm5-shaped-Q4_K.gguf $B -e vllm_service_tensor_parallel_size=1 \
+    -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.12 \
+    -e '{"vllm_service_extra_args": ["--kv-cache-memory-bytes", "2147483648"]}'
 else
   x2=(-e vllm_service_tensor_parallel_size=2 "${big[@]}" -e "{\"vllm_service_extra_args\": [$kv]}")
   nofuse='{"vllm_service_compilation_config": {"cudagraph_mode": "FULL_AND_PIECEWISE", "pass_config": {"fuse_allreduce_rms": false}}}'

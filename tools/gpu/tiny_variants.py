@@ -6,6 +6,8 @@
 Writes, keeping the reference's metadata (every key but split.*):
   tiny-glm5-Q8_0-noidx.gguf  the converter's Q8_0 with the DSA indexer tensors left out (a GGUF
                              as llama.cpp wrote them before it supported the indexer: dense MLA);
+                             where REF_DIR has no tiny-glm5-Q8_0.gguf (a model written by
+                             tools/make_glm5_tiny.py), the F32 shards quantized with gguf-py;
   tiny-glm5-Q6_K-noidx.gguf  a K-quant from the F32 shards: Q6_K where rows hold a multiple of
                              256 values, Q8_0 for other matrices, F32 where the converter keeps
                              F32; indexer left out. gguf-py has no K-quant quantizer, so Q6_K
@@ -85,11 +87,18 @@ def write_variant(meta_reader, tensors, out_path: str, convert) -> None:
 def main() -> None:
     ref, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    q8 = gguf.GGUFReader(os.path.join(ref, "tiny-glm5-Q8_0.gguf"))
-    write_variant(q8, q8.tensors, os.path.join(out, "tiny-glm5-Q8_0-noidx.gguf"),
-                  lambda t: (np.asarray(t.data), None if t.tensor_type == Q.F32 else t.tensor_type))
     shards = [gguf.GGUFReader(os.path.join(ref, f"tiny-glm5-F32-0000{i}-of-00003.gguf")) for i in (1, 2, 3)]
     f32 = [t for r in shards for t in r.tensors]
+    converter_q8 = os.path.join(ref, "tiny-glm5-Q8_0.gguf")
+    if os.path.exists(converter_q8):
+        q8 = gguf.GGUFReader(converter_q8)
+        write_variant(q8, q8.tensors, os.path.join(out, "tiny-glm5-Q8_0-noidx.gguf"),
+                      lambda t: (np.asarray(t.data), None if t.tensor_type == Q.F32 else t.tensor_type))
+    else:  # no converter output (tools/make_glm5_tiny.py --mla-dims): gguf-py's Q8_0, the converter's own routine
+        def to_q8(t):
+            x = np.asarray(t.data, dtype=np.float32).reshape(numpy_shape(t))
+            return (x, None) if keep_f32(t.name, x.shape) else (gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0)
+        write_variant(shards[0], f32, os.path.join(out, "tiny-glm5-Q8_0-noidx.gguf"), to_q8)
 
     def to_k(t):
         x = np.asarray(t.data, dtype=np.float32).reshape(numpy_shape(t))
