@@ -414,6 +414,13 @@ def write_config(out: str, tok: dict) -> None:
         json.dump(gen, f, indent=2)
 
 
+def mla_dims(text: str) -> tuple[int, int, int]:
+    parts = text.split(",")
+    if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 and int(p) % 16 == 0 for p in parts):
+        raise argparse.ArgumentTypeError(f"expected three positive multiples of 16 as NOPE,ROPE,V, got {text!r}")
+    return int(parts[0]), int(parts[1]), int(parts[2])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", required=True)
@@ -422,7 +429,12 @@ def main() -> None:
     ap.add_argument("--with-indexer", action="store_true",
                     help="also write the DSA indexer tensors (as llama.cpp's current converter does)")
     ap.add_argument("--tokenizer-dir", help="copy tokenizer files from this HF folder instead of building one")
+    ap.add_argument("--mla-dims", type=mla_dims, default=None, metavar="NOPE,ROPE,V",
+                    help="qk_nope,qk_rope,v head dims (default 64,64,64; CUDA's MLA prefill takes "
+                         "GLM-5's 192,64,256 or DeepSeek's 128,64,128)")
     args = ap.parse_args()
+    if args.mla_dims:
+        DIMS.update(zip(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), args.mla_dims))
     os.makedirs(args.out, exist_ok=True)
     if args.tokenizer_dir:
         for fn in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Renders, with tools/gpu/render-unit.yml, the units the GPU acceptance run starts, into OUT/<name>/.
+# Each is the cuda profile of inventory/example-blackwell with only the device-specific values
+# (model path, port, GPU share, TP size) and the one setting under test changed.
+# usage: render-units.sh OUT [single|x2]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+out=${1:?usage: render-units.sh OUT [single|x2]}; set_=${2:-single}
+G=/root/gpu; B=/root/big
+render() {  # name port model tokenizer [-e k=v ...]
+  local name=$1 port=$2 model=$3 tok=$4; shift 4
+  .venv/bin/ansible-playbook tools/gpu/render-unit.yml -e ansible_python_interpreter="$PWD/.venv/bin/python" -e render_out="$out/$name" \
+    -e render_site="$PWD/inventory/example-blackwell" -e vllm_service_model="$model" \
+    -e vllm_service_tokenizer="$tok" -e vllm_service_host=127.0.0.1 -e vllm_service_port="$port" \
+    -e vllm_service_home="/root/vh/$name" -e vllm_service_drain_seconds=5 "$@" >/dev/null
+}
+tiny=(-e vllm_service_max_model_len=4096 -e vllm_service_tensor_parallel_size=1 -e vllm_service_gpu_memory_utilization=0.04
+      -e '{"vllm_service_extra_args": ["--kv-cache-memory-bytes", "1073741824"]}')
+big=(-e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.25)
+kv='"--kv-cache-memory-bytes", "4294967296"'
+defaults=(-e vllm_service_nccl_proto= -e vllm_service_attention_backend= -e '{"vllm_service_compilation_config": {}}')
+if [ "$set_" = single ]; then
+  # tiny GLM-5 with GLM-5's own MLA head dims (192/64/256: CUDA's MLA prefill has no kernel for 64/64/64),
+  # written on the device by tools/make_glm5_tiny.py --mla-dims 192,64,256 + tools/gpu/tiny_variants.py
+  render t-q8 8102 $G/t192/tiny-glm5-Q8_0-noidx.gguf $G/t192/hf "${tiny[@]}"
+  render t-q6k 8103 $G/t192/tiny-glm5-Q6_K-noidx.gguf $G/t192/hf "${tiny[@]}"
+  render t-q8-default 8104 $G/t192/tiny-glm5-Q8_0-noidx.gguf $G/t192/hf "${tiny[@]}" "${defaults[@]}"
+  render b-tuned 8201 $B/glm5-shaped-Q8_0.gguf $B -e vllm_service_tensor_parallel_size=1 "${big[@]}" \
+    -e "{\"vllm_service_extra_args\": [$kv]}"
+  render b-eager 8202 $B/glm5-shaped-Q8_0.gguf $B -e vllm_service_tensor_parallel_size=1 "${big[@]}" \
+    -e "{\"vllm_service_extra_args\": [$kv, \"--enforce-eager\"]}"
+  render b-default 8203 $B/glm5-shaped-Q8_0.gguf $B -e vllm_service_tensor_parallel_size=1 "${big[@]}" \
+    -e "{\"vllm_service_extra_args\": [$kv]}" "${defaults[@]}"
+  render b-q4k 8204 $B/glm5-shaped-Q4_K.gguf $B -e vllm_service_tensor_parallel_size=1 \
+    -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.12 \
+    -e '{"vllm_service_extra_args": ["--kv-cache-memory-bytes", "2147483648"]}'
+else
+  x2=(-e vllm_service_tensor_parallel_size=2 "${big[@]}" -e "{\"vllm_service_extra_args\": [$kv]}")
+  nofuse='{"vllm_service_compilation_config": {"cudagraph_mode": "FULL_AND_PIECEWISE", "pass_config": {"fuse_allreduce_rms": false}}}'
+  render x-ll 8301 $B/glm5-shaped-Q8_0.gguf $B "${x2[@]}"
+  render x-nccl 8302 $B/glm5-shaped-Q8_0.gguf $B "${x2[@]}" -e vllm_service_nccl_proto=
+  render x-fi 8303 $B/glm5-shaped-Q8_0.gguf $B "${x2[@]}" -e '{"vllm_service_extra_env": {"VLLM_ALLREDUCE_USE_FLASHINFER": "1"}}'
+  render x-ll-nofuse 8304 $B/glm5-shaped-Q8_0.gguf $B "${x2[@]}" -e "$nofuse"
+fi
+ls "$out"
