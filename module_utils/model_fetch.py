@@ -176,7 +176,7 @@ def ensure_model(request: FetchRequest, check_mode: bool = False, plan_only: boo
         result.up_to_date = placed == result.previous_version
         if not result.up_to_date and not check_mode and not plan_only:
             store.switch(placed)
-        result.switched = result.changed = not result.up_to_date
+        result.switched = result.changed = not result.up_to_date and not plan_only
         return result
 
     staging = store.staging_dir(version or f"local-{fingerprint or 'unknown'}")

@@ -204,3 +204,12 @@ def test_local_source_with_a_foreign_shard_is_refused(sets, tmp_path: Path):
                                        gguf_files=SHARDS, margin_bytes=0))
     assert any(p.startswith(SHARDS[2]) for p in result.problems), result.problems
     assert not (tmp_path / "m" / "x" / "current").exists()
+
+
+def test_plan_names_the_staging_directory_and_changes_nothing(served: ModelHTTPServer, tmp_path: Path):
+    plan = ensure_model(url_request(served, tmp_path / "models"), plan_only=True)
+    assert not plan.changed and plan.staging_dir.endswith(f"/split-demo/.staging/{plan.version}")
+    assert gets(served) == [] and not (tmp_path / "models").exists()
+    ensure_model(url_request(served, tmp_path / "models"))
+    again = ensure_model(url_request(served, tmp_path / "models"), plan_only=True)
+    assert again.up_to_date and again.staging_dir is None and not again.changed
