@@ -30,7 +30,8 @@ def sha256(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, deployed: PlayRun):
+def server(tmp_path_factory, first_run: PlayRun):
+    assert first_run.rc == 0, first_run.output[-6000:]
     www = tmp_path_factory.mktemp("www")
     make_set(www / "a")
     make_set(www / "b", shift=1)  # a valid set of its own, with other shard boundaries
