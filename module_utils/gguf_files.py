@@ -129,3 +129,71 @@ def inspect_model_dir(source_dir: str, gguf_names: list[str]) -> ModelDirReport:
         name for name in (CONFIG_FILE, *TOKENIZER_FILES, *OPTIONAL_HF_FILES) if (root / name).is_file()
     ]
     return report
+
+
+@dataclass
+class ShardHeader:
+    name: str
+    architecture: str | None
+    split_no: int | None
+    split_count: int | None
+    split_tensors: int | None
+    tensor_names: list[str]
+
+
+def read_shard_header(path: Path) -> ShardHeader:
+    """The keys and tensor names of one GGUF shard (the reader maps the file; no tensor data is read)."""
+    from gguf import GGUFReader
+
+    reader = GGUFReader(path, "r")
+
+    def value(key: str):
+        field_ = reader.get_field(key)
+        return None if field_ is None else field_.contents()
+
+    return ShardHeader(path.name, value("general.architecture"), value("split.no"), value("split.count"),
+                       value("split.tensors.count"), [tensor.name for tensor in reader.tensors])
+
+
+def split_set_problems(headers: list[ShardHeader], expected_architecture: str | None = None,
+                       expected_tensor_count: int | None = None) -> list[str]:
+    """Everything that makes headers (a set's shards, first shard first) not one consistent model.
+
+    A split set from llama.cpp names shard i as -0000i-of-0000n, stores split.no = i - 1 and the same
+    split.count / split.tensors.count in every shard, and its shards hold each tensor exactly once.
+    """
+    problems: list[str] = []
+    count = len(headers)
+    for index, header in enumerate(headers):
+        match = SPLIT_NAME.match(header.name)
+        if count > 1 and not match:
+            problems.append(f"{header.name}: not named -NNNNN-of-NNNNN.gguf although the set has {count} files")
+        if match and (int(match["no"]) != index + 1 or int(match["count"]) != count):
+            problems.append(f"{header.name}: is shard {int(match['no'])} of {int(match['count'])} by name, "
+                            f"but position {index + 1} of {count} in the set")
+        if count > 1 or header.split_count is not None:
+            if header.split_no != index or header.split_count != count:
+                problems.append(f"{header.name}: split.no={header.split_no} split.count={header.split_count} in its header, "
+                                f"expected split.no={index} split.count={count}")
+    declared = {h.split_tensors for h in headers if h.split_tensors is not None}
+    if len(declared) > 1:
+        problems.append("shards disagree on split.tensors.count: "
+                        + ", ".join(f"{h.name}={h.split_tensors}" for h in headers))
+    seen: dict[str, str] = {}
+    for header in headers:
+        for tensor in header.tensor_names:
+            if tensor in seen:
+                problems.append(f"{header.name}: tensor {tensor} is also in {seen[tensor]} (shards from different sets?)")
+                break
+            seen[tensor] = header.name
+    total = sum(len(h.tensor_names) for h in headers)
+    if len(declared) == 1 and total != next(iter(declared)):
+        problems.append(f"the shards hold {total} tensors, split.tensors.count says {next(iter(declared))}")
+    if expected_tensor_count is not None and total != expected_tensor_count:
+        problems.append(f"the set holds {total} tensors, the model profile expects {expected_tensor_count}")
+    architecture = headers[0].architecture if headers else None
+    if architecture is None and headers:
+        problems.append(f"{headers[0].name}: no general.architecture in the first shard")
+    elif expected_architecture and architecture != expected_architecture:
+        problems.append(f"{headers[0].name}: architecture {architecture}, the model profile expects {expected_architecture}")
+    return problems

@@ -1,0 +1,194 @@
+"""Fetch a model set into a staging directory: HTTP with resume, Hugging Face, a local path.
+
+Nothing here trusts an exit code or a status line: the caller verifies every file's size and
+sha256 afterwards. Downloads resume with HTTP Range from a ``<name>.part`` file.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import http.client
+import shutil
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+CHUNK = 4 * 1024 * 1024
+
+
+@dataclass
+class RemoteFile:
+    name: str                       # the file's name in the placed set
+    url: str | None = None          # url source
+    hub_path: str | None = None     # hf source: path inside the repository
+    hub_repo: str | None = None
+    hub_revision: str | None = None  # the commit, once resolved
+    local_path: str | None = None   # local source
+    size: int | None = None
+    sha256: str | None = None       # expected, when the source knows it
+    git_blob_sha1: str | None = None  # hf files kept in git (not LFS): the blob id
+
+
+@dataclass
+class Transfer:
+    name: str
+    bytes_transferred: int = 0
+    resumed_from: int = 0
+    attempts: int = 0
+
+
+class FetchError(Exception):
+    """A file could not be fetched; the message names it."""
+
+
+@dataclass
+class SpaceCheck:
+    needed: int
+    free: int
+    margin: int
+    path: str
+    problems: list[str] = field(default_factory=list)
+
+
+def existing_ancestor(path: Path) -> Path:
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def check_free_space(staging: Path, files: list[RemoteFile], margin: int) -> SpaceCheck:
+    """Bytes still to fetch (minus partial downloads) against the free space of the staging filesystem."""
+    needed = 0
+    for remote in files:
+        if remote.size is None:
+            continue
+        done = staging / remote.name
+        part = staging / f"{remote.name}.part"
+        have = done.stat().st_size if done.is_file() else part.stat().st_size if part.is_file() else 0
+        needed += max(0, remote.size - have)
+    where = existing_ancestor(staging)
+    free = shutil.disk_usage(where).free
+    check = SpaceCheck(needed, free, margin, str(where))
+    if needed + margin > free:
+        check.problems.append(
+            f"not enough disk space for the model: {gib(needed)} to download + {gib(margin)} margin, "
+            f"{gib(free)} free on {where}")
+    return check
+
+
+def gib(size: int) -> str:
+    return f"{size / 2**30:.2f} GiB"
+
+
+def head_size(name: str, url: str, headers: dict[str, str], timeout: float) -> int:
+    request = urllib.request.Request(url, method="HEAD", headers=headers)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+    except (OSError, http.client.HTTPException) as error:
+        raise FetchError(f"{name}: {url}: {error}") from error
+    if length is None:
+        raise FetchError(f"{name}: {url}: the server sends no Content-Length; give the size in the model profile")
+    return int(length)
+
+
+def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], timeout: float,
+                  attempts: int) -> Transfer:
+    """Fetch remote.url to staging/remote.name, resuming a .part file with a Range request."""
+    transfer = Transfer(remote.name)
+    target = staging / remote.name
+    part = staging / f"{remote.name}.part"
+    last_error = ""
+    for _ in range(max(1, attempts)):
+        transfer.attempts += 1
+        have = part.stat().st_size if part.exists() else 0
+        if transfer.attempts == 1:
+            transfer.resumed_from = have
+        if remote.size is not None and have > remote.size:
+            part.unlink()
+            have = 0
+        try:
+            transfer.bytes_transferred += fetch_range(remote.url or "", part, have, headers, timeout)
+        except (OSError, http.client.HTTPException) as error:
+            last_error = str(error) or type(error).__name__
+            continue
+        size = part.stat().st_size
+        if remote.size is None or size == remote.size:
+            part.replace(target)
+            return transfer
+        last_error = f"got {size} of {remote.size} bytes"
+    raise FetchError(f"{remote.name}: download incomplete after {transfer.attempts} attempt(s) "
+                     f"({last_error}); {part} is kept and a re-run resumes it")
+
+
+def fetch_range(url: str, part: Path, offset: int, headers: dict[str, str], timeout: float) -> int:
+    """Append url's bytes from offset to part; returns the bytes received (a server that ignores Range restarts the file)."""
+    request = urllib.request.Request(url, headers={**headers, **({"Range": f"bytes={offset}-"} if offset else {})})
+    try:
+        response = urllib.request.urlopen(request, timeout=timeout)
+    except urllib.error.HTTPError as error:
+        if error.code == 416 and offset:  # nothing left past offset: the .part is whole
+            return 0
+        raise
+    received = 0
+    with response, part.open("ab" if offset and response.status == 206 else "wb") as out:
+        while chunk := response.read(CHUNK):
+            out.write(chunk)
+            received += len(chunk)
+    return received
+
+
+def copy_local(remote: RemoteFile, staging: Path) -> Transfer:
+    source = Path(remote.local_path or "")
+    target = staging / remote.name
+    if not source.is_file():
+        raise FetchError(f"{remote.name}: not found at {source}")
+    temporary = staging / f"{remote.name}.part"
+    shutil.copyfile(source, temporary)
+    temporary.replace(target)
+    return Transfer(remote.name, bytes_transferred=target.stat().st_size, attempts=1)
+
+
+def git_blob_sha1(path: Path) -> str:
+    """Git's object id of a file (what the hub reports for files not kept in LFS)."""
+    data = path.read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def matches(path: str, patterns: list[str]) -> bool:
+    return any(fnmatch.fnmatch(path, pattern) for pattern in patterns)
+
+
+def resolve_hf(repo: str, revision: str | None, patterns: list[str], token: str | None,
+               endpoint: str | None) -> tuple[str, list[RemoteFile]]:
+    """The commit a revision names and the repository's files matching patterns, with sizes and hashes."""
+    from huggingface_hub import HfApi
+
+    info = HfApi(endpoint=endpoint, token=token or None).model_info(repo, revision=revision, files_metadata=True)
+    files = []
+    for sibling in info.siblings or []:
+        if not matches(sibling.rfilename, patterns):
+            continue
+        lfs = sibling.lfs
+        files.append(RemoteFile(
+            name=PurePosixPath(sibling.rfilename).name, hub_path=sibling.rfilename, hub_repo=repo, hub_revision=info.sha,
+            size=lfs.size if lfs else sibling.size, sha256=lfs.sha256 if lfs else None,
+            git_blob_sha1=None if lfs else sibling.blob_id))
+    return info.sha, files
+
+
+def hf_download(remote: RemoteFile, staging: Path, token: str | None, endpoint: str | None) -> Transfer:
+    """hf_hub_download into staging/.hf (its own resume and fast transfer), then move the file into the set."""
+    from huggingface_hub import hf_hub_download
+
+    hub_dir = staging / ".hf"
+    partial = sum(p.stat().st_size for p in hub_dir.rglob("*.incomplete")) if hub_dir.is_dir() else 0
+    try:
+        path = hf_hub_download(repo_id=remote.hub_repo or "", filename=remote.hub_path or remote.name,
+                               revision=remote.hub_revision, local_dir=hub_dir, token=token or None, endpoint=endpoint)
+    except Exception as error:  # noqa: BLE001 - the hub raises many kinds; each becomes a named failure
+        raise FetchError(f"{remote.name}: {type(error).__name__}: {error}") from error
+    Path(path).replace(staging / remote.name)
+    return Transfer(remote.name, bytes_transferred=max(0, (remote.size or 0) - partial), resumed_from=partial, attempts=1)

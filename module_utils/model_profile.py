@@ -1,0 +1,46 @@
+"""Static checks of a model profile's source description, run on the controller before any change."""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePosixPath
+
+try:  # as Ansible ships it
+    from ansible.module_utils.gguf_files import missing_split_parts
+except ImportError:  # unit tests import the repository's module_utils package
+    from module_utils.gguf_files import missing_split_parts
+
+SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+SOURCES = ("controller", "url", "hf", "local")
+NEEDS = {"controller": "source_dir", "url": "urls", "hf": "hf.repo", "local": "local_dir"}
+
+
+def url_problems(urls: list[dict], gguf_files: list[str]) -> list[str]:
+    problems = []
+    names = []
+    for index, entry in enumerate(urls):
+        url = entry.get("url") or ""
+        name = entry.get("name") or PurePosixPath(url.split("?")[0]).name
+        names.append(name)
+        if not url:
+            problems.append(f"urls[{index}] has no url")
+        if not SHA256.match(str(entry.get("sha256") or "")):
+            problems.append(f"urls[{index}] ({name or url}): sha256 missing or not 64 hex digits; "
+                            "every downloaded file is verified against it")
+    problems += [f"gguf file {name} has no entry in urls" for name in gguf_files if name not in names]
+    return problems
+
+
+def profile_problems(source: str, gguf_files: list[str], given: dict[str, object], urls: list[dict]) -> list[str]:
+    """Everything wrong with how the profile describes its source; given maps NEEDS' keys to values."""
+    if source not in SOURCES:
+        return [f"source {source!r} is not one of {', '.join(SOURCES)}"]
+    problems = []
+    if not given.get(NEEDS[source]):
+        problems.append(f"source {source} needs {NEEDS[source]} in the model profile")
+    if not gguf_files:
+        problems.append("gguf_files lists no GGUF file")
+    problems += [f"gguf_files is not a complete split set: {name} is missing" for name in missing_split_parts(gguf_files)]
+    if source == "url":
+        problems += url_problems(urls, gguf_files)
+    return problems

@@ -1,0 +1,123 @@
+"""A local HTTP file server for the model-download tests and benchmark: Range requests, a request
+log, and a mode that drops the connection part way through a file."""
+
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+CHUNK = 1024 * 1024
+
+
+@dataclass
+class ServedRequest:
+    method: str
+    path: str
+    range: str | None
+    status: int
+    bytes_sent: int
+
+
+@dataclass
+class ServerState:
+    root: Path
+    drop_after: dict[str, int] = field(default_factory=dict)  # file name -> bytes sent before dropping, once
+    log: list[ServedRequest] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def sent(self, name: str, method: str = "GET") -> int:
+        return sum(r.bytes_sent for r in self.log if r.path.endswith("/" + name) and r.method == method)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: "ModelHTTPServer"
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet: the request log is kept in the state
+        pass
+
+    def do_HEAD(self) -> None:
+        self.serve(body=False)
+
+    def do_GET(self) -> None:
+        self.serve(body=True)
+
+    def serve(self, body: bool) -> None:
+        state = self.server.state
+        path = state.root / self.path.lstrip("/").split("?")[0]
+        wanted = self.headers.get("Range")
+        if not path.is_file():
+            self.record(wanted, 404, 0)
+            self.send_error(404)
+            return
+        size = path.stat().st_size
+        start, end, status = 0, size - 1, 200
+        match = RANGE.match(wanted or "")
+        if match:
+            start = int(match[1])
+            end = int(match[2]) if match[2] else size - 1
+            if start >= size:
+                self.record(wanted, 416, 0)
+                self.send_response(416)
+                self.send_header("Content-Range", f"bytes */{size}")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            status = 206
+        self.send_response(status)
+        self.send_header("Content-Length", str(end - start + 1))
+        self.send_header("Accept-Ranges", "bytes")
+        if status == 206:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.end_headers()
+        if not body:
+            self.record(wanted, status, 0, "HEAD")
+            return
+        with state.lock:
+            drop = state.drop_after.pop(path.name, None)
+        sent = 0
+        with path.open("rb") as handle:
+            handle.seek(start)
+            remaining = end - start + 1
+            while remaining > 0:
+                step = min(CHUNK, remaining, drop - sent if drop is not None else remaining)
+                data = handle.read(step)
+                if not data:
+                    break
+                self.wfile.write(data)
+                sent += len(data)
+                remaining -= len(data)
+                if drop is not None and sent >= drop:
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(2)  # the peer sees the body end early
+                    break
+        self.record(wanted, status, sent)
+
+    def record(self, wanted: str | None, status: int, sent: int, method: str = "GET") -> None:
+        with self.server.state.lock:
+            self.server.state.log.append(ServedRequest(method, self.path, wanted, status, sent))
+
+
+class ModelHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, root: Path, host: str = "127.0.0.1", port: int = 0) -> None:
+        super().__init__((host, port), Handler)
+        self.state = ServerState(root)
+        self.thread = threading.Thread(target=self.serve_forever, daemon=True)
+
+    def __enter__(self) -> "ModelHTTPServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+        self.server_close()
+
+    def url(self, name: str, host: str | None = None) -> str:
+        return f"http://{host or self.server_address[0]}:{self.server_address[1]}/{name}"

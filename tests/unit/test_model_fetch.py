@@ -1,0 +1,215 @@
+"""The model fetch logic against a real local HTTP server and real files (split sets made with gguf's writer)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from module_utils.model_download import RemoteFile
+from module_utils.model_fetch import FetchRequest, ensure_model
+from module_utils.model_store import MANIFEST, ModelStore
+from tests.e2e.model_http_server import ModelHTTPServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+from make_split_demo import HF_FILES, split_gguf  # noqa: E402
+
+from tests.conftest import DEMO_MODEL_DIR  # noqa: E402
+
+STEM = "demo-qwen3-F32"
+SHARDS = [f"{STEM}-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def make_set(target: Path, shift: int = 0) -> Path:
+    split_gguf(DEMO_MODEL_DIR / "demo-qwen3-F32.gguf", target, STEM, 3, shift)
+    for name in HF_FILES:
+        shutil.copy2(DEMO_MODEL_DIR / name, target / name)
+    return target
+
+
+@pytest.fixture(scope="module")
+def sets(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("sets")
+    return {"a": make_set(base / "a"), "b": make_set(base / "b", shift=1)}
+
+
+@pytest.fixture
+def served(sets, tmp_path: Path):
+    root = tmp_path / "www"
+    for name, directory in sets.items():
+        shutil.copytree(directory, root / name)
+    with ModelHTTPServer(root) as server:
+        yield server
+
+
+def url_request(server: ModelHTTPServer, model_root: Path, set_name: str = "a", **overrides) -> FetchRequest:
+    directory = server.state.root / set_name
+    files = [RemoteFile(name=n, url=server.url(f"{set_name}/{n}"), sha256=sha256(directory / n))
+             for n in [*SHARDS, "config.json", "tokenizer.json", "tokenizer_config.json"]]
+    options = {"root": str(model_root), "name": "split-demo", "source": "url", "files": files, "gguf_files": SHARDS,
+               "expected_architecture": "qwen3", "expected_tensor_count": 25, "margin_bytes": 0, "attempts": 1}
+    options.update(overrides)
+    return FetchRequest(**options)
+
+
+def gets(server: ModelHTTPServer) -> list[str]:
+    return [r.path for r in server.state.log if r.method == "GET"]
+
+
+def test_download_verify_place_then_nothing_to_do(served: ModelHTTPServer, tmp_path: Path):
+    first = ensure_model(url_request(served, tmp_path / "models"))
+    assert first.problems == [] and first.changed and first.switched
+    store = ModelStore(tmp_path / "models", "split-demo")
+    assert os.readlink(store.current) == f"versions/{first.version}"
+    for name in SHARDS:
+        assert sha256(store.current / name) == sha256(served.state.root / "a" / name)
+    assert (store.current / MANIFEST).is_file() and not any(store.base.joinpath(".staging").iterdir())
+    assert sorted(first.hashed_files) == sorted([*SHARDS, "config.json", "tokenizer.json", "tokenizer_config.json"])
+
+    requests_before = len(served.state.log)
+    second = ensure_model(url_request(served, tmp_path / "models"))
+    assert not second.changed and second.up_to_date and second.version == first.version
+    assert second.hashed_files == [] and len(served.state.log) == requests_before
+
+
+def test_a_changed_file_is_noticed_by_size_or_mtime(served: ModelHTTPServer, tmp_path: Path):
+    first = ensure_model(url_request(served, tmp_path / "models"))
+    placed = ModelStore(tmp_path / "models", "split-demo").current / SHARDS[1]
+    os.utime(placed, ns=(0, 0))
+    again = ensure_model(url_request(served, tmp_path / "models"))
+    # The placed copy no longer matches its manifest: the set is fetched and verified again.
+    assert again.changed and again.problems == [] and again.hashed_files
+    assert again.version == first.version
+
+
+def test_interrupted_download_fails_naming_the_shard_and_resumes(served: ModelHTTPServer, tmp_path: Path):
+    size = (served.state.root / "a" / SHARDS[2]).stat().st_size
+    served.state.drop_after[SHARDS[2]] = size // 3
+    failed = ensure_model(url_request(served, tmp_path / "models"))
+    assert len(failed.problems) == 1 and failed.problems[0].startswith(f"{SHARDS[2]}: download incomplete")
+    assert ModelStore(tmp_path / "models", "split-demo").current_version() is None
+
+    resumed = ensure_model(url_request(served, tmp_path / "models"))
+    assert resumed.problems == [] and resumed.switched
+    transfer = next(t for t in resumed.transfers if t["name"] == SHARDS[2])
+    assert transfer["resumed_from"] == size // 3
+    assert transfer["bytes_transferred"] == size - size // 3
+    ranged = [r for r in served.state.log if r.path.endswith(SHARDS[2]) and r.range]
+    assert ranged and ranged[-1].range == f"bytes={size // 3}-" and ranged[-1].status == 206
+
+
+def test_a_dropped_connection_is_retried_within_one_run(served: ModelHTTPServer, tmp_path: Path):
+    served.state.drop_after[SHARDS[0]] = 100_000
+    result = ensure_model(url_request(served, tmp_path / "models", attempts=3))
+    assert result.problems == []
+    assert next(t for t in result.transfers if t["name"] == SHARDS[0])["attempts"] == 2
+
+
+def place_a(served: ModelHTTPServer, tmp_path: Path) -> tuple[ModelStore, str]:
+    first = ensure_model(url_request(served, tmp_path / "models"))
+    assert first.problems == []
+    return ModelStore(tmp_path / "models", "split-demo"), first.version
+
+
+def test_wrong_hash_fails_naming_the_shard_and_keeps_the_placed_set(served: ModelHTTPServer, tmp_path: Path):
+    store, placed = place_a(served, tmp_path)
+    request = url_request(served, tmp_path / "models")
+    request.files[1].sha256 = "0" * 64
+    result = ensure_model(request)
+    assert [p for p in result.problems if "sha256" in p] == [
+        f"{SHARDS[1]}: sha256 {sha256(served.state.root / 'a' / SHARDS[1])} does not match the expected {'0' * 64}"]
+    assert store.current_version() == placed and not result.switched
+    assert not (Path(result.staging_dir) / SHARDS[1]).exists()  # a re-run fetches it again
+
+
+def test_missing_shard_fails_naming_it(served: ModelHTTPServer, tmp_path: Path):
+    store, placed = place_a(served, tmp_path)
+    request = url_request(served, tmp_path / "models", attempts=2)
+    request.files[1].sha256 = "1" * 64  # a different set, so the placed one does not already match
+    (served.state.root / "a" / SHARDS[1]).unlink()
+    result = ensure_model(request)
+    assert any(p.startswith(f"{SHARDS[1]}: ") and "404" in p for p in result.problems), result.problems
+    assert store.current_version() == placed
+
+
+def test_shard_from_another_set_fails_the_gguf_check(served: ModelHTTPServer, tmp_path: Path):
+    store, placed = place_a(served, tmp_path)
+    shutil.copy(served.state.root / "b" / SHARDS[1], served.state.root / "a" / SHARDS[1])
+    # The profile's hashes are those of the files served: only the headers can tell.
+    result = ensure_model(url_request(served, tmp_path / "models"))
+    print(result.problems)
+    assert any(p.startswith(f"{SHARDS[1]}: tensor ") and "shards from different sets" in p for p in result.problems), \
+        result.problems
+    assert store.current_version() == placed
+
+
+def test_not_enough_space_fails_before_downloading(served: ModelHTTPServer, tmp_path: Path):
+    free = shutil.disk_usage(tmp_path).free
+    result = ensure_model(url_request(served, tmp_path / "models", margin_bytes=free))
+    assert len(result.problems) == 1 and result.problems[0].startswith("not enough disk space for the model: ")
+    assert gets(served) == [] and not (tmp_path / "models").exists()
+
+
+def test_check_mode_changes_nothing(served: ModelHTTPServer, tmp_path: Path):
+    result = ensure_model(url_request(served, tmp_path / "models"), check_mode=True)
+    assert result.changed and result.problems == [] and gets(served) == []
+    assert not (tmp_path / "models").exists()
+
+
+def test_switch_back_and_retention(served: ModelHTTPServer, tmp_path: Path, sets):
+    root = tmp_path / "models"
+    store, version_a = place_a(served, tmp_path)
+    variant = served.state.root / "c"
+    shutil.copytree(served.state.root / "a", variant)
+    (variant / "tokenizer_config.json").write_text((variant / "tokenizer_config.json").read_text() + "\n")
+    version_c = ensure_model(url_request(served, root, "c")).version
+    assert store.current_version() == version_c and version_c != version_a
+
+    back = ensure_model(url_request(served, root, "a"))
+    assert back.switched and back.bytes_transferred == 0 and store.current_version() == version_a
+
+    (variant / "generation_config.json").write_text("{}")
+    request = url_request(served, root, "c")
+    request.files.append(RemoteFile("generation_config.json", url=served.url("c/generation_config.json"),
+                                    sha256=sha256(variant / "generation_config.json")))
+    third = ensure_model(request)
+    assert third.problems == [] and third.pruned == [version_c]  # keep_previous=1: a stays, the older c goes
+    assert sorted(store.versions()) == sorted([version_a, third.version])
+
+
+def test_local_source_is_not_hashed_again(sets, tmp_path: Path):
+    files = [RemoteFile(name=p.name, local_path=str(p)) for p in sorted(sets["a"].iterdir())]
+    request = lambda: FetchRequest(root=str(tmp_path / "m"), name="local", source="local",  # noqa: E731
+                                   files=[RemoteFile(**vars(f)) for f in files], gguf_files=SHARDS, margin_bytes=0)
+    first = ensure_model(request())
+    assert first.problems == [] and first.switched
+    second = ensure_model(request())
+    assert not second.changed and second.hashed_files == []
+
+
+def test_local_source_with_a_foreign_shard_is_refused(sets, tmp_path: Path):
+    mixed = tmp_path / "mixed"
+    shutil.copytree(sets["a"], mixed)
+    shutil.copy(sets["b"] / SHARDS[2], mixed / SHARDS[2])
+    files = [RemoteFile(name=p.name, local_path=str(p)) for p in sorted(mixed.iterdir())]
+    result = ensure_model(FetchRequest(root=str(tmp_path / "m"), name="x", source="local", files=files,
+                                       gguf_files=SHARDS, margin_bytes=0))
+    assert any(p.startswith(SHARDS[2]) for p in result.problems), result.problems
+    assert not (tmp_path / "m" / "x" / "current").exists()
+
+
+def test_plan_names_the_staging_directory_and_changes_nothing(served: ModelHTTPServer, tmp_path: Path):
+    plan = ensure_model(url_request(served, tmp_path / "models"), plan_only=True)
+    assert not plan.changed and plan.staging_dir.endswith(f"/split-demo/.staging/{plan.version}")
+    assert gets(served) == [] and not (tmp_path / "models").exists()
+    ensure_model(url_request(served, tmp_path / "models"))
+    again = ensure_model(url_request(served, tmp_path / "models"), plan_only=True)
+    assert again.up_to_date and again.staging_dir is None and not again.changed
