@@ -112,6 +112,9 @@ def main() -> int:
     address = sh(args.container, ["hostname", "-I"]).split()[0]
     url = f"http://{address}:{args.port}"
     copy_code(args.container)
+    sh(args.container, [python, "-c", f"import sys; sys.path.insert(0, '{REMOTE}'); "
+                        "from module_utils.vllm_probe import wait_for_health; "
+                        f"wait_for_health('{url}/v1', '', 900)"])
     run_ours(args, python, url, seed=999)  # warm-up of the server, not counted
     ours, theirs = [], []
     for round_no in range(args.rounds):
