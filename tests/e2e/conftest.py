@@ -29,6 +29,7 @@ DEMO_PROFILE = {
     "gguf_files": ["demo-qwen3-F32.gguf"],
     "max_model_len": 2048,
     "tensor_parallel_size": 1,
+    "dtype": "float32",  # as inventory/local serves it
 }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DEMO_MODEL_DIR
-from tests.e2e.conftest import PlayRun, on_host, run_playbook, service_state
+from tests.e2e.conftest import DEMO_PROFILE, PlayRun, on_host, run_playbook, service_state
 from tests.e2e.model_http_server import ModelHTTPServer
 from tests.unit.test_model_fetch import SHARDS, make_set
 
@@ -153,7 +153,7 @@ def test_switching_the_served_set_restarts_the_service_onto_it(server: ModelHTTP
     names = ["demo-qwen3-F32.gguf", "config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json"]
     demo2 = {"name": "demo-qwen3", "served_name": "demo", "source": "url", "gguf_files": names[:1],
              "urls": [{"url": server.url(f"demo2/{n}"), "sha256": sha256(www / n)} for n in names],
-             "max_model_len": 2048, "tensor_parallel_size": 1}
+             "max_model_len": 2048, "tensor_parallel_size": 1, "dtype": DEMO_PROFILE["dtype"]}
     old_link, old_pid = on_host(f"readlink {ROOT}/demo-qwen3/current"), service_state()[1]
     unit = on_host("systemctl cat vllm")
     switched = run_playbook(tmp_path / "switch", fleet_model=demo2)

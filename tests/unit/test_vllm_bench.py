@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -20,11 +21,31 @@ class Clock:
         return self.now
 
 
-def chunk(text: str = "", usage: tuple[int, int] | None = None) -> SimpleNamespace:
-    return SimpleNamespace(
-        choices=[SimpleNamespace(text=text)] if text or usage is None else [],
-        usage=SimpleNamespace(prompt_tokens=usage[0], completion_tokens=usage[1]) if usage else None,
-    )
+def chunk(text: str = "", usage: tuple[int, int] | None = None) -> str:
+    """One server-sent event line as vLLM writes it."""
+    return "data: " + json.dumps({
+        "choices": [{"index": 0, "text": text}] if text or usage is None else [],
+        "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1]} if usage else None,
+    })
+
+
+class StreamedResponse:
+    def __init__(self, lines):
+        self.lines = lines
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def iter_lines(self):
+        yield from self.lines
+
+
+def streaming_client(create) -> SimpleNamespace:
+    """Shaped like the OpenAI client's completions.with_streaming_response."""
+    return SimpleNamespace(with_streaming_response=SimpleNamespace(create=create))
 
 
 class ScriptedClient:
@@ -34,7 +55,7 @@ class ScriptedClient:
         self.clock = clock
         self.script = script
         self.calls: list[dict] = []
-        self.completions = SimpleNamespace(create=self.create)
+        self.completions = streaming_client(self.create)
 
     def create(self, **kwargs):
         self.calls.append(kwargs)
@@ -43,7 +64,9 @@ class ScriptedClient:
             for gap, item in self.script:
                 self.clock.now += gap
                 yield item
-        return stream()
+                yield ""  # the blank line that ends each event
+            yield "data: [DONE]"
+        return StreamedResponse(stream())
 
 
 def test_stream_times_first_token_and_gaps_and_counts_tokens_from_usage():
@@ -69,7 +92,7 @@ def test_stream_without_usage_is_a_failed_request():
 
 def test_stream_error_is_recorded_not_raised():
     class Broken:
-        completions = SimpleNamespace(create=lambda **_: (_ for _ in ()).throw(ConnectionError("refused")))
+        completions = streaming_client(lambda **_: (_ for _ in ()).throw(ConnectionError("refused")))
     record = stream_completion(Broken(), "m", "p", 4)
     assert not record.ok and "ConnectionError: refused" in record.error
 
@@ -107,7 +130,7 @@ def test_run_load_keeps_concurrency_bound():
 
     class Counting:
         def __init__(self):
-            self.completions = SimpleNamespace(create=self.create)
+            self.completions = streaming_client(self.create)
 
         def create(self, **_):
             nonlocal in_flight, peak
@@ -118,7 +141,7 @@ def test_run_load_keeps_concurrency_bound():
             time.sleep(0.02)
             with lock:
                 in_flight -= 1
-            return iter([chunk("x"), chunk(usage=(3, 1))])
+            return StreamedResponse([chunk("x"), chunk(usage=(3, 1)), "data: [DONE]"])
 
     load = run_load(Counting(), "m", make_prompts(12, 8), 1, concurrency=3)
     assert load.completed == 12 and peak <= 3
