@@ -125,18 +125,22 @@ def main() -> int:
               flush=True)
     print(f"\nworkload: {args.num_prompts} requests, concurrency {args.concurrency}, ~{args.input_len} input tokens, "
           f"{args.output_len} output tokens (ignore_eos), greedy, {args.rounds} rounds each, server {url}")
-    print(f"{'figure':22} {'verify (ours)':>14} {'vllm bench serve':>17} {'ratio':>7}")
+    # Each round's pair ran back to back, so the median of the pairs' ratios is what a busy
+    # machine's bursts disturb least; the ratio of the means is printed beside it.
+    print(f"{'figure':22} {'verify (ours)':>14} {'vllm bench serve':>17} {'ratio of means':>15} {'median pair ratio':>18}")
     worst = 0.0
     for key, label in (("output_throughput", "output tok/s"), ("ttft_mean", "TTFT mean ms"),
                        ("ttft_median", "TTFT median ms"), ("ttft_p99", "TTFT p99 ms"),
                        ("input_tokens", "input tokens/round"), ("output_tokens", "output tokens/round")):
         a, b = statistics.fmean(r[key] for r in ours), statistics.fmean(r[key] for r in theirs)
         ratio = a / b if b else float("nan")
+        paired = statistics.median(o[key] / t[key] for o, t in zip(ours, theirs) if t[key])
         if key in ("output_throughput", "ttft_mean"):
-            worst = max(worst, abs(ratio - 1.0))
-        print(f"{label:22} {a:14.2f} {b:17.2f} {ratio:7.3f}")
+            worst = max(worst, abs(paired - 1.0))
+        print(f"{label:22} {a:14.2f} {b:17.2f} {ratio:15.3f} {paired:18.3f}")
     verdict = "within" if worst <= 0.05 else "OUTSIDE"
-    print(f"\noutput throughput and mean TTFT agree {verdict} +-5 % (largest difference {worst * 100:.1f} %)")
+    print(f"\noutput throughput and mean TTFT (median pair ratios) agree {verdict} +-5 % "
+          f"(largest difference {worst * 100:.1f} %)")
     return 0 if worst <= 0.05 else 1
 
 
