@@ -164,7 +164,7 @@ def stream_completion(
     client: Any, model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool = True,
     clock: Clock = time.perf_counter,
 ) -> RequestRecord:
-    """One streamed completion; times the first text chunk and every gap between text chunks.
+    """One streamed completion; times the first chunk and every gap between chunks.
 
     The server-sent events are read as raw lines (the OpenAI client's streaming-response mode):
     building a typed object per chunk costs the client enough CPU to slow a server that shares
@@ -179,8 +179,9 @@ def stream_completion(
             stream_options={"include_usage": True}, extra_body={"ignore_eos": ignore_eos},
         ) as response:
             for chunk in sse_events(response.iter_lines()):
-                choices = chunk.get("choices") or []
-                if choices and choices[0].get("text"):
+                # Any chunk that carries a choice is a step of the generation (its text can be
+                # empty while a multi-byte character is incomplete), as `vllm bench serve` counts.
+                if chunk.get("choices"):
                     now = clock()
                     if record.ttft == 0.0:
                         record.ttft = now - started
