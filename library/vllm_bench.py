@@ -108,15 +108,12 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.bench_history import append_record, previous_record, regressions, threshold_failures
 from ansible.module_utils.vllm_bench import (BenchError, BenchPlan, benchmark_service, coherence_cases, server_version,
                                              summary_lines)
-from ansible.module_utils.vllm_probe import ProbeError, make_client, served_model_ids, wait_for_health
+from ansible.module_utils.vllm_probe import ProbeError, connect
 
 
 def measure(params: dict) -> dict:
-    wait_for_health(params["base_url"], params["api_key"], params["health_timeout"])
-    client = make_client(params["base_url"], params["api_key"], params["request_timeout"])
-    models = served_model_ids(client)
-    if params["model"] not in models:
-        raise ProbeError(f"/v1/models at {params['base_url']} lists {models}, not {params['model']!r}")
+    client, _, _ = connect(params["base_url"], params["model"], params["api_key"], params["health_timeout"],
+                           params["request_timeout"])
     result = benchmark_service(client, params["model"], BenchPlan(**params["plan"]),
                                coherence_cases(params["coherence"]))
     ceiling = (params["roofline"] or {}).get("ceiling_tok_s")

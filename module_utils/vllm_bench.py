@@ -19,6 +19,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+from .vllm_probe import server_root
+
 Clock = Callable[[], float]
 
 # Plain words, so a prompt is about one token per word on any tokenizer.
@@ -357,12 +359,9 @@ def benchmark_service(client: Any, model: str, plan: BenchPlan, coherence: list[
 
 def server_version(base_url: str, api_key: str, timeout: float = 10.0) -> str | None:
     """vLLM's own version from GET /version (recorded with every run)."""
-    import json
     import urllib.request
 
-    root = base_url.rstrip("/")
-    root = root[: -len("/v1")] if root.endswith("/v1") else root
-    request = urllib.request.Request(root + "/version")
+    request = urllib.request.Request(server_root(base_url) + "/version")
     if api_key:
         request.add_header("Authorization", f"Bearer {api_key}")
     try:

@@ -122,6 +122,18 @@ def check_sample(sample: CompletionSample) -> None:
         raise ProbeError(f"empty completion for prompt {sample.prompt!r} (finish_reason={sample.finish_reason})")
 
 
+def connect(
+    base_url: str, model: str, api_key: str, health_timeout: float, request_timeout: float, client: Any = None,
+) -> tuple[Any, list[str], float]:
+    """Wait for /health, then check /v1/models lists model: the client, the served ids, seconds waited."""
+    waited = wait_for_health(base_url, api_key, health_timeout)
+    client = client or make_client(base_url, api_key, request_timeout)
+    models = served_model_ids(client)
+    if model not in models:
+        raise ProbeError(f"/v1/models at {base_url} lists {models}, not {model!r}")
+    return client, models, waited
+
+
 def probe_service(
     base_url: str,
     model: str,
@@ -133,11 +145,7 @@ def probe_service(
     client: Any = None,
 ) -> ProbeResult:
     """Wait for /health, check /v1/models lists model, send each prompt once."""
-    waited = wait_for_health(base_url, api_key, health_timeout)
-    client = client or make_client(base_url, api_key, request_timeout)
-    models = served_model_ids(client)
-    if model not in models:
-        raise ProbeError(f"/v1/models at {base_url} lists {models}, not {model!r}")
+    client, models, waited = connect(base_url, model, api_key, health_timeout, request_timeout, client)
     result = ProbeResult(base_url, model, models, round(waited, 2))
     for prompt in prompts:
         sample = timed_completion(client, model, prompt, max_tokens)

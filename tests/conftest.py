@@ -1,10 +1,12 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL_DIR = REPO_ROOT / "files" / "models" / "demo-qwen3"
@@ -28,3 +30,23 @@ def ansible_env(**extra: str) -> dict[str, str]:
 
 def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=REPO_ROOT, env=ansible_env(), capture_output=True, text=True, **kwargs)
+
+
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+MOLECULE_STEPS = ["check", "converge", "idempotence", "verify"]
+
+
+def assert_molecule_scenario_passes(scenario: str, **extra_env: str) -> None:
+    """`molecule test -s scenario`: its sequence has check -> converge -> idempotence -> verify, and
+    molecule's closing summary says every action ran and succeeded."""
+    config = yaml.safe_load((REPO_ROOT / "molecule" / scenario / "molecule.yml").read_text())
+    sequence = config["scenario"]["test_sequence"]
+    assert [step for step in sequence if step in MOLECULE_STEPS] == MOLECULE_STEPS
+    result = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO_ROOT, env=ansible_env(**extra_env),
+                            capture_output=True, text=True, timeout=1800)
+    output = ANSI_ESCAPE.sub("", result.stdout + result.stderr)
+    assert result.returncode == 0, output[-8000:]
+    summary = re.search(rf"{scenario}\s+: actions=(\d+)\s+successful=(\d+)\s+.*failed=(\d+)", output)
+    assert summary, output[-3000:]
+    actions, successful, failed = map(int, summary.groups())
+    assert actions == successful == len(sequence) and failed == 0, summary.group(0)

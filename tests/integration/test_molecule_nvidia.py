@@ -6,18 +6,14 @@ from __future__ import annotations
 import functools
 import http.server
 import os
-import re
 import subprocess
 import threading
 
 import pytest
-import yaml
 
-from tests.conftest import REPO_ROOT, ansible_env
+from tests.conftest import REPO_ROOT, assert_molecule_scenario_passes
 from tools.make_nvidia_standin_repo import build
 
-ANSI = re.compile(r"\x1b\[[0-9;]*m")
-SUMMARY = re.compile(r"nvidia_driver\s+: actions=(\d+)\s+successful=(\d+)\s+.*failed=(\d+)")
 PORT = int(os.environ.get("VLLM_FLEET_NVIDIA_REPO_PORT", "2241"))
 
 
@@ -45,19 +41,8 @@ def test_standin_repo_is_signed_and_complete(standin_repo):
 
 @pytest.mark.slow
 def test_molecule_nvidia_driver_scenario(standin_repo):
-    scenario = yaml.safe_load((REPO_ROOT / "molecule" / "nvidia_driver" / "molecule.yml").read_text())
-    sequence = scenario["scenario"]["test_sequence"]
-    assert [s for s in sequence if s in ("check", "converge", "idempotence", "verify")] == [
-        "check", "converge", "idempotence", "verify"]
     image = subprocess.run(["tools/testhost.sh", "image"], cwd=REPO_ROOT, capture_output=True, text=True,
                            env={**os.environ, "VLLM_FLEET_TESTHOST_SUITE": "trixie"})
     assert image.returncode == 0, image.stderr
-    env = ansible_env(VLLM_FLEET_NVIDIA_REPO_URL=f"http://host.containers.internal:{PORT}/")
-    result = subprocess.run(["molecule", "test", "-s", "nvidia_driver"], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, timeout=1800)
-    output = ANSI.sub("", result.stdout + result.stderr)
-    assert result.returncode == 0, output[-8000:]
-    summary = SUMMARY.search(output)
-    assert summary, output[-3000:]
-    actions, successful, failed = map(int, summary.groups())
-    assert actions == successful == len(sequence) and failed == 0, summary.group(0)
+    assert_molecule_scenario_passes("nvidia_driver",
+                                    VLLM_FLEET_NVIDIA_REPO_URL=f"http://host.containers.internal:{PORT}/")
