@@ -1,0 +1,122 @@
+#!/usr/bin/python
+"""Ansible module: switch, roll back, prune or describe the releases of a vLLM service."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: vllm_release
+short_description: Switch the current release of a vLLM service, roll it back, prune old ones
+description:
+  - A release is a directory C(root/<id>/) with the service's environment file, a C(venv) link
+    and a C(release.json) manifest; C(root/current) is the release the unit runs and
+    C(root/previous) the one before. Links are replaced atomically (rename).
+  - C(switch) makes a release current (the old current becomes previous) after checking that its
+    venv and model files exist. C(rollback) swaps current and previous, recording the reason in
+    the release rolled back from. C(prune) removes the oldest releases beyond C(keep), never the
+    current or previous one. C(info) changes nothing.
+  - The service is not restarted here; the vllm_service role's restart chain does that.
+options:
+  root:
+    description: Directory that holds the releases and the current/previous links.
+    type: path
+    required: true
+  action:
+    description: What to do.
+    type: str
+    choices: [switch, rollback, prune, info]
+    default: info
+  release:
+    description: Release id to make current (action=switch).
+    type: str
+  reason:
+    description: Why the current release is rolled back (action=rollback); kept in its FAILED mark.
+    type: str
+    default: ""
+  allow_failed:
+    description: Roll back to a previous release even when it carries a FAILED mark.
+    type: bool
+    default: false
+  keep:
+    description: How many releases prune keeps, current and previous included.
+    type: int
+    default: 3
+author: vllm-fleet
+"""
+
+EXAMPLES = r"""
+- name: Serve the new release
+  vllm_release:
+    root: /opt/vllm-fleet/releases
+    action: switch
+    release: 3f2a9c01b7de
+
+- name: Go back to what worked
+  vllm_release:
+    root: /opt/vllm-fleet/releases
+    action: rollback
+    reason: "readiness gate: engine core initialization failed"
+"""
+
+RETURN = r"""
+current:
+  description: Release id current after the action.
+  returned: always
+  type: str
+previous:
+  description: Release id previous after the action.
+  returned: always
+  type: str
+rolled_back_from:
+  description: The release that was current before a rollback.
+  returned: action=rollback
+  type: str
+removed:
+  description: Release ids removed by prune.
+  returned: action=prune
+  type: list
+releases:
+  description: Every release (id, path, created, failed reason, manifest), oldest first.
+  returned: always
+  type: list
+"""
+
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible.module_utils.releases import ReleaseError, prune, rollback, state, switch
+
+
+def act(params: dict, check_mode: bool) -> dict:
+    root = Path(params["root"])
+    if params["action"] == "switch":
+        if not params["release"]:
+            raise ReleaseError("action=switch needs release")
+        return switch(root, params["release"], dry_run=check_mode)
+    if params["action"] == "rollback":
+        return rollback(root, params["reason"], dry_run=check_mode, allow_failed=params["allow_failed"])
+    if params["action"] == "prune":
+        return prune(root, params["keep"], dry_run=check_mode)
+    return {"changed": False}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec={
+            "root": {"type": "path", "required": True},
+            "action": {"type": "str", "choices": ["switch", "rollback", "prune", "info"], "default": "info"},
+            "release": {"type": "str"},
+            "reason": {"type": "str", "default": ""},
+            "keep": {"type": "int", "default": 3},
+            "allow_failed": {"type": "bool", "default": False},
+        },
+        supports_check_mode=True,
+    )
+    try:
+        outcome = act(module.params, module.check_mode)
+    except ReleaseError as error:
+        module.fail_json(msg=str(error), **state(Path(module.params["root"])))
+    module.exit_json(**{**state(Path(module.params["root"])), **outcome})
+
+
+if __name__ == "__main__":
+    main()

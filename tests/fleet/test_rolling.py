@@ -1,0 +1,101 @@
+"""Rolling restarts, releases and rollback on three CPU vLLM hosts behind a real HAProxy, with a
+load generator sending completions through the balancer the whole time."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.fleet.conftest import (HOSTS, LB_URL, Fleet, active, cli, current_release, haproxy_servers, internal_url,
+                                  main_pid, on, run_playbook)
+from tools.loadgen import LoadGenerator
+
+pytestmark = pytest.mark.slow
+FIRST, MIDDLE, LAST = HOSTS
+
+
+def completes(base_url: str) -> bool:
+    response = httpx.post(f"{base_url}/completions", json={"model": "demo", "prompt": "Hello", "max_tokens": 4},
+                          timeout=60)
+    return response.status_code == 200 and response.json()["usage"]["completion_tokens"] > 0
+
+
+def test_rolling_restart_under_load_drops_no_request(fleet: Fleet, tmp_path: Path):
+    before = {host: main_pid(host) for host in HOSTS}
+    with LoadGenerator(LB_URL, "demo", concurrency=2, max_tokens=16) as load:
+        time.sleep(5)
+        roll = run_playbook(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll")
+        time.sleep(5)
+    counts = load.counts
+    print(f"\nrolling restart of {len(HOSTS)} hosts in {roll.seconds:.0f} s under load: "
+          f"{counts.sent} requests, {counts.served} served, {counts.failed} failed {counts.as_dict()['errors']}")
+    assert roll.rc == 0, roll.output[-6000:]
+    assert counts.failed == 0, counts.as_dict()
+    assert counts.served >= 20, counts.as_dict()
+    for host in HOSTS:
+        assert active(host) == "active" and main_pid(host) != before[host], host
+    assert set(haproxy_servers().values()) == {"2"}, haproxy_servers()  # every member UP again
+
+
+def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: Fleet, tmp_path: Path):
+    """FIRST gets a harmless new release, MIDDLE a broken tuning value, LAST is never reached."""
+    fleet.host_vars(FIRST).write_text(yaml.safe_dump({"vllm_service_extra_env": {"FLEET_TEST_MARK": "1"}}))
+    fleet.host_vars(MIDDLE).write_text(yaml.safe_dump({"vllm_service_attention_backend": "NO_SUCH_BACKEND"}))
+    releases = {host: current_release(host) for host in HOSTS}
+    pids = {host: main_pid(host) for host in HOSTS}
+    try:
+        with LoadGenerator(LB_URL, "demo", concurrency=2, max_tokens=16) as load:
+            code, report, output = cli(fleet, "restart", "--apply", json_file=tmp_path / "roll.json")
+    finally:
+        for host in (FIRST, MIDDLE):
+            fleet.host_vars(host).unlink()
+    counts = load.counts
+    print(f"\nroll with a broken release on {MIDDLE}: {counts.sent} requests, {counts.failed} failed\n{output[-3000:]}")
+    assert code == 5, output[-6000:]
+    states = {entry["host"]: entry for entry in report["hosts"]}
+    assert {host: states[host]["state"] for host in HOSTS} == {
+        FIRST: "serving", MIDDLE: "rolled back", LAST: "not reached"}, report
+    # The cause is named: the readiness gate's triage of the crash, through the rollback message.
+    message = states[MIDDLE]["message"]
+    assert "rolled back" in message and "NO_SUCH_BACKEND" in message, message
+    assert counts.failed == 0, counts.as_dict()
+
+    # FIRST: the new release serves; MIDDLE: its old release again, the failed one kept and marked.
+    assert current_release(FIRST) != releases[FIRST] and main_pid(FIRST) != pids[FIRST]
+    assert "FLEET_TEST_MARK=1" in on(FIRST, f"tr '\\0' '\\n' < /proc/{main_pid(FIRST)}/environ")
+    assert current_release(MIDDLE) == releases[MIDDLE] and active(MIDDLE) == "active"
+    failed = on(MIDDLE, "readlink /opt/vllm-fleet/releases/previous")
+    assert "NO_SUCH_BACKEND" in on(MIDDLE, f"cat /opt/vllm-fleet/releases/{failed}/FAILED")
+    assert "NO_SUCH_BACKEND" in on(MIDDLE, f"cat /opt/vllm-fleet/releases/{failed}/release.env")
+    # LAST was never touched.
+    assert main_pid(LAST) == pids[LAST] and current_release(LAST) == releases[LAST]
+    for host in HOSTS:
+        assert completes(internal_url(host)), host
+    assert set(haproxy_servers().values()) == {"2"}, haproxy_servers()
+
+
+def test_rollback_on_demand_and_status(fleet: Fleet, tmp_path: Path):
+    """After the roll above: FIRST goes back to its earlier release; MIDDLE's previous release is the
+    one that failed, so a rollback there is refused and changes nothing."""
+    first_previous = on(FIRST, "readlink /opt/vllm-fleet/releases/previous")
+    code, report, output = cli(fleet, "rollback", "--limit", FIRST, json_file=tmp_path / "rollback.json")
+    assert code == 0, output[-6000:]
+    assert current_release(FIRST) == first_previous
+    assert "FLEET_TEST_MARK" not in on(FIRST, f"tr '\\0' '\\n' < /proc/{main_pid(FIRST)}/environ")
+
+    middle_pid = main_pid(MIDDLE)
+    code, report, output = cli(fleet, "rollback", "--limit", MIDDLE, json_file=tmp_path / "refused.json")
+    assert code == 3, output[-6000:]
+    entry = next(h for h in report["hosts"] if h["host"] == MIDDLE)
+    assert entry["state"] == "failed" and "failed before" in entry["message"], entry
+    assert main_pid(MIDDLE) == middle_pid and active(MIDDLE) == "active"
+
+    code, report, output = cli(fleet, "status", json_file=tmp_path / "status.json")
+    assert code == 0, output[-6000:]
+    for entry in report["hosts"]:
+        assert entry["state"] == "serving" and entry["release"] == current_release(entry["host"]), entry
+    assert "summary" in output and all(host in output for host in HOSTS)

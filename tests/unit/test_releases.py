@@ -1,0 +1,135 @@
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from module_utils.releases import ReleaseError, link_target, prune, releases, rollback, state, switch
+
+
+def make_release(root: Path, release_id: str, created: float, venv: Path, model: Path | None = None) -> Path:
+    path = root / release_id
+    path.mkdir(parents=True)
+    (path / "release.env").write_text(f"FLEET_SERVE_ARGS='--model {model}'\n")
+    os.symlink(venv, path / "venv")
+    files = [str(model)] if model else []
+    (path / "release.json").write_text(json.dumps({"id": release_id, "created": created, "model_files": files}))
+    return path
+
+
+@pytest.fixture
+def venv(tmp_path: Path) -> Path:
+    python = tmp_path / "envs" / "vllm-a" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text("")
+    return python.parent.parent
+
+
+@pytest.fixture
+def root(tmp_path: Path, venv: Path) -> Path:
+    root = tmp_path / "releases"
+    for index, release_id in enumerate(["aaa", "bbb", "ccc"]):
+        make_release(root, release_id, 100.0 + index, venv)
+    return root
+
+
+def test_first_switch_has_no_previous_and_a_second_switch_keeps_the_old_one(root: Path):
+    assert switch(root, "aaa") == {"changed": True, "current": "aaa", "previous": None}
+    assert switch(root, "bbb")["previous"] == "aaa"
+    assert (link_target(root, "current"), link_target(root, "previous")) == ("bbb", "aaa")
+    assert (root / "current" / "release.env").read_text().startswith("FLEET_SERVE_ARGS")
+
+
+def test_switching_to_the_current_release_changes_nothing(root: Path):
+    switch(root, "aaa")
+    switch(root, "bbb")
+    assert switch(root, "bbb")["changed"] is False
+    assert link_target(root, "previous") == "aaa"
+
+
+def test_check_mode_switch_leaves_the_links(root: Path):
+    switch(root, "aaa")
+    assert switch(root, "bbb", dry_run=True)["changed"] is True
+    assert link_target(root, "current") == "aaa"
+
+
+def test_switch_refuses_a_release_whose_venv_or_model_is_gone(root: Path, venv: Path, tmp_path: Path):
+    make_release(root, "ddd", 200.0, tmp_path / "envs" / "deleted")
+    with pytest.raises(ReleaseError, match=r"release ddd cannot start: missing venv .*deleted"):
+        switch(root, "ddd")
+    make_release(root, "eee", 201.0, venv, model=tmp_path / "models" / "x.gguf")
+    with pytest.raises(ReleaseError, match=r"missing model file .*x\.gguf"):
+        switch(root, "eee")
+    with pytest.raises(ReleaseError, match="release zzz does not exist"):
+        switch(root, "zzz")
+    assert link_target(root, "current") is None
+
+
+def test_rollback_swaps_current_and_previous_and_marks_the_failed_release(root: Path):
+    switch(root, "aaa")
+    switch(root, "bbb")
+    outcome = rollback(root, reason="readiness: engine died")
+    assert outcome["current"] == "aaa" and outcome["rolled_back_from"] == "bbb"
+    assert (link_target(root, "current"), link_target(root, "previous")) == ("aaa", "bbb")
+    failed = {release.id: release.failed for release in releases(root)}
+    assert failed["bbb"] == "readiness: engine died" and failed["aaa"] == ""
+    # Switching to it again (a fixed host, the same configuration) clears the mark.
+    switch(root, "bbb")
+    assert {r.id: r.failed for r in releases(root)}["bbb"] == ""
+
+
+def test_rollback_without_a_previous_release_fails_and_changes_nothing(root: Path):
+    switch(root, "aaa")
+    with pytest.raises(ReleaseError, match=r"no previous release .* \(current: aaa\)"):
+        rollback(root)
+    assert link_target(root, "current") == "aaa"
+
+
+def test_rollback_refuses_a_previous_release_whose_venv_is_gone(root: Path, tmp_path: Path):
+    make_release(root, "old", 50.0, tmp_path / "envs" / "pruned")
+    switch(root, "aaa")
+    os.replace(root / "current", root / "previous")
+    os.symlink("old", root / "previous.tmp")
+    os.replace(root / "previous.tmp", root / "previous")
+    os.symlink("aaa", root / "current")
+    with pytest.raises(ReleaseError, match="cannot roll back to release old: missing venv"):
+        rollback(root)
+    assert link_target(root, "current") == "aaa"
+
+
+def test_prune_keeps_the_newest_and_never_current_or_previous(root: Path, venv: Path):
+    for index, release_id in enumerate(["ddd", "eee"]):
+        make_release(root, release_id, 200.0 + index, venv)
+    switch(root, "aaa")  # the oldest is served
+    switch(root, "bbb")
+    outcome = prune(root, keep=3)
+    assert outcome["removed"] == ["ccc", "ddd"]
+    assert sorted(r.id for r in releases(root)) == ["aaa", "bbb", "eee"]
+    assert venv.joinpath("bin", "python").exists()  # the venv behind the links is untouched
+    assert prune(root, keep=3)["changed"] is False
+
+
+def test_prune_in_check_mode_removes_nothing(root: Path):
+    switch(root, "ccc")
+    assert prune(root, keep=1, dry_run=True)["removed"] == ["aaa", "bbb"]
+    assert len(releases(root)) == 3
+    with pytest.raises(ReleaseError, match="at least 1"):
+        prune(root, keep=0)
+
+
+def test_state_lists_releases_oldest_first(root: Path):
+    switch(root, "bbb")
+    described = state(root)
+    assert described["current"] == "bbb" and [r["id"] for r in described["releases"]] == ["aaa", "bbb", "ccc"]
+
+
+def test_rollback_refuses_a_previous_release_that_failed_unless_allowed(root: Path):
+    switch(root, "aaa")
+    switch(root, "bbb")
+    rollback(root, reason="gate: token 3 differs")  # current aaa, previous bbb (failed)
+    with pytest.raises(ReleaseError, match=r"previous release bbb failed before \(gate: token 3 differs\)"):
+        rollback(root)
+    assert link_target(root, "current") == "aaa"
+    assert rollback(root, allow_failed=True)["current"] == "bbb"

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Keep completions flowing through a URL (a load balancer) and count what fails.
+
+Each of `concurrency` threads sends streamed completions one after another until stopped. A
+request counts as served when the stream ends with [DONE] and the usage block reports output
+tokens; anything else (HTTP error, reset connection, a stream cut short) counts as failed, with
+its error kept.
+
+  .venv/bin/python tools/loadgen.py --base-url http://127.0.0.1:8010/v1 --model demo --seconds 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import httpx
+
+
+@dataclass
+class LoadCounts:
+    sent: int = 0
+    served: int = 0
+    failed: int = 0
+    output_tokens: int = 0
+    errors: Counter = field(default_factory=Counter)
+    first_failure_at: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"sent": self.sent, "served": self.served, "failed": self.failed,
+                "output_tokens": self.output_tokens, "errors": dict(self.errors.most_common(5))}
+
+
+def one_request(client: httpx.Client, url: str, model: str, prompt: str, max_tokens: int) -> tuple[bool, int, str]:
+    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
+            "stream_options": {"include_usage": True}, "ignore_eos": True}
+    tokens, done = 0, False
+    try:
+        with client.stream("POST", url, json=body) as response:
+            if response.status_code != 200:
+                return False, 0, f"HTTP {response.status_code}: {response.read()[:200]!r}"
+            for line in response.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    done = True
+                    break
+                usage = json.loads(data).get("usage")
+                if usage:
+                    tokens = usage.get("completion_tokens", 0)
+    except httpx.HTTPError as error:
+        return False, tokens, f"{type(error).__name__}: {error}"
+    if not done or tokens == 0:
+        return False, tokens, "stream ended early" if not done else "no output tokens"
+    return True, tokens, ""
+
+
+class LoadGenerator:
+    def __init__(self, base_url: str, model: str, concurrency: int = 2, max_tokens: int = 16,
+                 api_key: str = "", timeout: float = 120.0) -> None:
+        self.url = base_url.rstrip("/") + "/completions"
+        self.model, self.concurrency, self.max_tokens = model, concurrency, max_tokens
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.timeout = timeout
+        self.counts = LoadCounts()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def _worker(self, index: int) -> None:
+        with httpx.Client(timeout=self.timeout, headers=self.headers) as client:
+            number = 0
+            while not self._stop.is_set():
+                number += 1
+                ok, tokens, error = one_request(client, self.url, self.model,
+                                                f"Request {index}-{number}: the river flows to the", self.max_tokens)
+                with self._lock:
+                    self.counts.sent += 1
+                    self.counts.output_tokens += tokens
+                    if ok:
+                        self.counts.served += 1
+                    else:
+                        self.counts.failed += 1
+                        self.counts.errors[error[:160]] += 1
+                        if self.counts.first_failure_at is None:
+                            self.counts.first_failure_at = time.time()
+
+    def start(self) -> "LoadGenerator":
+        self._threads = [threading.Thread(target=self._worker, args=(i,), daemon=True) for i in range(self.concurrency)]
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def stop(self) -> LoadCounts:
+        """Stop sending; the requests in flight finish and are counted."""
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(self.timeout + 5)
+        return self.counts
+
+    def __enter__(self) -> "LoadGenerator":
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--api-key", default="")
+    parser.add_argument("--concurrency", type=int, default=2)
+    parser.add_argument("--max-tokens", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    generator = LoadGenerator(args.base_url, args.model, args.concurrency, args.max_tokens, args.api_key).start()
+    time.sleep(args.seconds)
+    counts = generator.stop()
+    print(json.dumps(counts.as_dict()))
+    return 0 if counts.failed == 0 and counts.served > 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""vllm-fleet's operator CLI (ansible-runner underneath); the playbooks do the work."""
