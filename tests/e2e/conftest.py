@@ -50,6 +50,14 @@ class PlayRun:
                 return data.get("res", {})
         raise KeyError(f"task {task!r} did not run")
 
+    def failed_result(self, task: str) -> dict:
+        """The module result of the last failed run of a task (a rollback may run it again, ok)."""
+        for event in reversed(self.events):
+            data = event.get("event_data", {})
+            if data.get("task") == task and event.get("event") == "runner_on_failed":
+                return data.get("res", {})
+        raise KeyError(f"task {task!r} did not fail")
+
 
 def testhost(*args: str) -> None:
     subprocess.run([str(REPO_ROOT / "tools" / "testhost.sh"), *args], check=True)

@@ -96,7 +96,10 @@ def test_check_mode_kills_nothing(deployed: PlayRun, tmp_path: Path):
 
 
 def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: Path):
-    broken = run_playbook(tmp_path / "broken", vllm_service_extra_args=["--no-such-flag"])
+    # Without the rollback the unit is left crash-looping, as the triage playbook below needs it
+    # (tests/fleet covers the rollback).
+    broken = run_playbook(tmp_path / "broken", vllm_service_extra_args=["--no-such-flag"],
+                          vllm_service_rollback_on_failure=False)
     report("crash loop (bad argument)", broken)
     assert broken.rc != 0
     gate = broken.task_result(GATE_TASK)

@@ -66,12 +66,17 @@ def back_to_the_demo_model(first_run: PlayRun, tmp_path_factory) -> Iterator[Non
 
 
 def test_unpatched_plugin_fails_fast_naming_the_gguf_problem(deployed: PlayRun, tiny_glm5: Path, tmp_path: Path):
+    demo_pid = service_state()[1]
     run = run_playbook(tmp_path, **glm5_profile(tiny_glm5, "tiny-glm5", patches=[]))
     assert run.rc != 0
-    gate = run.task_result(GATE_TASK)
+    gate = run.failed_result(GATE_TASK)
     print(f"\n[unpatched] gate failed after {gate['seconds']:.1f} s: {gate['msg'][:300]}")
     assert gate["triage"]["class"] == "unsupported_model_or_gguf"
     assert "Unknown gguf model_type: glm_moe_dsa" in gate["msg"]
+    # The release that failed was rolled back: the demo model serves again, in a new process.
+    assert "failed and was rolled back" in run.output and "Unknown gguf model_type" in run.output
+    state, pid = service_state()
+    assert state == "active" and pid != demo_pid
 
 
 def test_patched_glm5_matches_transformers(deployed: PlayRun, tiny_glm5: Path, tmp_path: Path):

@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 PLAY = "tests/e2e/model_play.yml"
 FETCH_TASK = "Download, verify and place the model set, then switch current to it"
 ROOT = "/var/lib/vllm-fleet/models"
+RELEASES = "/opt/vllm-fleet/releases"
 NAME = "split-demo"
 HF_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json"]
 
@@ -155,16 +156,18 @@ def test_switching_the_served_set_restarts_the_service_onto_it(server: ModelHTTP
              "urls": [{"url": server.url(f"demo2/{n}"), "sha256": sha256(www / n)} for n in names],
              "max_model_len": 2048, "tensor_parallel_size": 1, "dtype": DEMO_PROFILE["dtype"]}
     old_link, old_pid = on_host(f"readlink {ROOT}/demo-qwen3/current"), service_state()[1]
+    old_release = on_host(f"readlink {RELEASES}/current")
     unit = on_host("systemctl cat vllm")
     switched = run_playbook(tmp_path / "switch", fleet_model=demo2)
     try:
         assert switched.rc == 0, switched.output[-5000:]
         new_link = on_host(f"readlink {ROOT}/demo-qwen3/current")
         assert new_link != old_link and service_state()[0] == "active" and service_state()[1] != old_pid
-        assert on_host("systemctl cat vllm") == unit  # the unit reads the stable path
-        assert f"{ROOT}/demo-qwen3/current/demo-qwen3-F32.gguf" in unit
+        # The unit runs the current release; the new model set made a new release, which pins it.
+        assert on_host("systemctl cat vllm") == unit
+        assert on_host(f"readlink {RELEASES}/current") != old_release
         served = on_host(f"cat /proc/{service_state()[1]}/cmdline | tr '\\0' ' '")
-        assert "current/demo-qwen3-F32.gguf" in served
+        assert f"{ROOT}/demo-qwen3/{new_link}/demo-qwen3-F32.gguf" in served
     finally:
         restored = run_playbook(tmp_path / "restore")
     assert restored.rc == 0, restored.output[-5000:]

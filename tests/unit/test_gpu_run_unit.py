@@ -49,3 +49,9 @@ def test_bad_env_line_is_named():
 def test_unit_without_exec_start_is_refused():
     with pytest.raises(run_unit.UnitError, match="no ExecStart"):
         run_unit.command_and_env("[Service]\nType=exec\n", "", None, {})
+
+
+def test_every_environment_file_of_the_unit_is_read_in_order():
+    unit = ("[Service]\nEnvironmentFile=/opt/r/current/release.env\nEnvironmentFile=-/etc/vllm-fleet/vllm.env\n"
+            "ExecStart=/opt/r/current/venv/bin/python -m x $FLEET_SERVE_ARGS\n[Install]\nEnvironmentFile=/nope\n")
+    assert run_unit.unit_env_files(unit) == ["/opt/r/current/release.env", "-/etc/vllm-fleet/vllm.env"]

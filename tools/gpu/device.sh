@@ -18,11 +18,11 @@ t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
 
 start_unit() {  # name site
   local n=$1 site=$2
-  setsid python3 "$G/tools/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/vllm.env" \
+  setsid python3 "$G/tools/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/release.env" --env-file "$G/units/$n/vllm.env" \
     --python python3 --set PYTHONPATH="$site" > "$L/$n.log" 2>&1 < /dev/null &
   echo $! > "$L/$n.pid"; stamp "started $n (pid $!)"
 }
-port_of() { grep -o -- '--port [0-9]*' "$G/units/$1/vllm.service" | cut -d' ' -f2; }
+port_of() { grep -o -- '--port [0-9]*' "$G/units/$1/release.env" | cut -d' ' -f2; }
 alive() { kill -0 "$(cat "$L/$1.pid")" 2>/dev/null; }
 wait_ready() {  # name deadline_epoch -> 0 ready, 1 died, 2 timeout
   local n=$1 until=$2 port; port=$(port_of "$1")

@@ -51,6 +51,18 @@ def unit_directives(text: str, section: str = "Service") -> dict[str, str]:
     return directives
 
 
+def unit_env_files(text: str) -> list[str]:
+    """Every EnvironmentFile= of [Service], in order (systemd reads them all; later ones win)."""
+    files, current = [], None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1]
+        elif current == "Service" and line.startswith("EnvironmentFile="):
+            files.append(line.partition("=")[2].strip())
+    return files
+
+
 def parse_env_file(text: str) -> dict[str, str]:
     """KEY=VALUE lines as systemd reads an EnvironmentFile."""
     env: dict[str, str] = {}
@@ -108,15 +120,17 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("unit", type=Path)
-    ap.add_argument("--env-file", type=Path, help="default: the unit's EnvironmentFile")
+    ap.add_argument("--env-file", type=Path, action="append", default=[],
+                    help="repeatable, read in order (default: the unit's EnvironmentFile lines)")
     ap.add_argument("--python", help="replace ExecStart's first word (the venv's python)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--dry-run", action="store_true", help="print the command and environment as JSON")
     args = ap.parse_args(argv)
     try:
         unit_text = args.unit.read_text()
-        env_path = args.env_file or Path(unit_directives(unit_text).get("EnvironmentFile", "").lstrip("-"))
-        command, env = command_and_env(unit_text, env_path.read_text(), args.python, parse_overrides(args.set))
+        env_paths = args.env_file or [Path(path.lstrip("-")) for path in unit_env_files(unit_text)]
+        env_text = "\n".join(path.read_text() for path in env_paths)
+        command, env = command_and_env(unit_text, env_text, args.python, parse_overrides(args.set))
     except (UnitError, OSError) as err:
         print(f"run_unit: {err}", file=sys.stderr)
         return 2
