@@ -18,7 +18,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-import httpx
+import urllib.error
+import urllib.request
 
 
 @dataclass
@@ -35,15 +36,17 @@ class LoadCounts:
                 "output_tokens": self.output_tokens, "errors": dict(self.errors.most_common(5))}
 
 
-def one_request(client: httpx.Client, url: str, model: str, prompt: str, max_tokens: int) -> tuple[bool, int, str]:
+def one_request(url: str, headers: dict[str, str], model: str, prompt: str, max_tokens: int,
+                timeout: float) -> tuple[bool, int, str]:
     body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
             "stream_options": {"include_usage": True}, "ignore_eos": True}
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **headers})
     tokens, done = 0, False
     try:
-        with client.stream("POST", url, json=body) as response:
-            if response.status_code != 200:
-                return False, 0, f"HTTP {response.status_code}: {response.read()[:200]!r}"
-            for line in response.iter_lines():
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            for raw in response:
+                line = raw.decode().strip()
                 if not line.startswith("data:"):
                     continue
                 data = line[5:].strip()
@@ -53,7 +56,9 @@ def one_request(client: httpx.Client, url: str, model: str, prompt: str, max_tok
                 usage = json.loads(data).get("usage")
                 if usage:
                     tokens = usage.get("completion_tokens", 0)
-    except httpx.HTTPError as error:
+    except urllib.error.HTTPError as error:
+        return False, 0, f"HTTP {error.code}: {error.read()[:200]!r}"
+    except (OSError, ValueError) as error:  # refused, reset, timed out, a cut-off JSON line
         return False, tokens, f"{type(error).__name__}: {error}"
     if not done or tokens == 0:
         return False, tokens, "stream ended early" if not done else "no output tokens"
@@ -73,22 +78,22 @@ class LoadGenerator:
         self._threads: list[threading.Thread] = []
 
     def _worker(self, index: int) -> None:
-        with httpx.Client(timeout=self.timeout, headers=self.headers) as client:
-            number = 0
-            while not self._stop.is_set():
-                number += 1
-                ok, tokens, error = one_request(client, self.url, self.model,
-                                                f"Request {index}-{number}: the river flows to the", self.max_tokens)
-                with self._lock:
-                    self.counts.sent += 1
-                    self.counts.output_tokens += tokens
-                    if ok:
-                        self.counts.served += 1
-                    else:
-                        self.counts.failed += 1
-                        self.counts.errors[error[:160]] += 1
-                        if self.counts.first_failure_at is None:
-                            self.counts.first_failure_at = time.time()
+        number = 0
+        while not self._stop.is_set():
+            number += 1
+            ok, tokens, error = one_request(self.url, self.headers, self.model,
+                                            f"Request {index}-{number}: the river flows to the", self.max_tokens,
+                                            self.timeout)
+            with self._lock:
+                self.counts.sent += 1
+                self.counts.output_tokens += tokens
+                if ok:
+                    self.counts.served += 1
+                else:
+                    self.counts.failed += 1
+                    self.counts.errors[error[:160]] += 1
+                    if self.counts.first_failure_at is None:
+                        self.counts.first_failure_at = time.time()
 
     def start(self) -> "LoadGenerator":
         self._threads = [threading.Thread(target=self._worker, args=(i,), daemon=True) for i in range(self.concurrency)]

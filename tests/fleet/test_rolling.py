@@ -6,29 +6,34 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import httpx
+import json
+import urllib.request
 import pytest
 import yaml
 
-from tests.fleet.conftest import (HOSTS, LB_URL, Fleet, active, cli, current_release, haproxy_servers, internal_url,
-                                  main_pid, on, run_playbook)
+from tests.fleet.conftest import PORT_BASE, PREFIX, cli, play
+from tools.fleet_testbed import LocalFleet, active, current_release, haproxy_servers, internal_url, main_pid, on
 from tools.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.slow
+TESTBED = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE)
+HOSTS, LB_URL = TESTBED.hosts, TESTBED.lb_url
 FIRST, MIDDLE, LAST = HOSTS
 
 
+
 def completes(base_url: str) -> bool:
-    response = httpx.post(f"{base_url}/completions", json={"model": "demo", "prompt": "Hello", "max_tokens": 4},
-                          timeout=60)
-    return response.status_code == 200 and response.json()["usage"]["completion_tokens"] > 0
+    body = json.dumps({"model": "demo", "prompt": "Hello", "max_tokens": 4}).encode()
+    request = urllib.request.Request(f"{base_url}/completions", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as response:
+        return response.status == 200 and json.load(response)["usage"]["completion_tokens"] > 0
 
 
-def test_rolling_restart_under_load_drops_no_request(fleet: Fleet, tmp_path: Path):
+def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path: Path):
     before = {host: main_pid(host) for host in HOSTS}
     with LoadGenerator(LB_URL, "demo", concurrency=2, max_tokens=16) as load:
         time.sleep(5)
-        roll = run_playbook(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll")
+        roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll")
         time.sleep(5)
     counts = load.counts
     print(f"\nrolling restart of {len(HOSTS)} hosts in {roll.seconds:.0f} s under load: "
@@ -38,10 +43,10 @@ def test_rolling_restart_under_load_drops_no_request(fleet: Fleet, tmp_path: Pat
     assert counts.served >= 20, counts.as_dict()
     for host in HOSTS:
         assert active(host) == "active" and main_pid(host) != before[host], host
-    assert set(haproxy_servers().values()) == {"2"}, haproxy_servers()  # every member UP again
+    assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)  # every member UP again
 
 
-def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: Fleet, tmp_path: Path):
+def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: LocalFleet, tmp_path: Path):
     """FIRST gets a harmless new release, MIDDLE a broken tuning value, LAST is never reached."""
     fleet.host_vars(FIRST).write_text(yaml.safe_dump({"vllm_service_extra_env": {"FLEET_TEST_MARK": "1"}}))
     fleet.host_vars(MIDDLE).write_text(yaml.safe_dump({"vllm_service_attention_backend": "NO_SUCH_BACKEND"}))
@@ -75,10 +80,10 @@ def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: Fleet
     assert main_pid(LAST) == pids[LAST] and current_release(LAST) == releases[LAST]
     for host in HOSTS:
         assert completes(internal_url(host)), host
-    assert set(haproxy_servers().values()) == {"2"}, haproxy_servers()
+    assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)
 
 
-def test_rollback_on_demand_and_status(fleet: Fleet, tmp_path: Path):
+def test_rollback_on_demand_and_status(fleet: LocalFleet, tmp_path: Path):
     """After the roll above: FIRST goes back to its earlier release; MIDDLE's previous release is the
     one that failed, so a rollback there is refused and changes nothing."""
     first_previous = on(FIRST, "readlink /opt/vllm-fleet/releases/previous")

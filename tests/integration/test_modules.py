@@ -76,3 +76,37 @@ def test_vllm_cleanup_in_check_mode_reports_and_kills_nothing():
     finally:
         orphan.kill()
         orphan.wait()
+
+
+def make_release(root, release_id: str, created: float, venv) -> None:
+    (root / release_id).mkdir(parents=True)
+    (root / release_id / "venv").symlink_to(venv)
+    (root / release_id / "release.json").write_text(json.dumps({"id": release_id, "created": created}))
+
+
+def test_vllm_release_switches_rolls_back_and_reports_through_ansible(tmp_path):
+    venv = tmp_path / "env"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text("")
+    root = tmp_path / "releases"
+    for index, release_id in enumerate(["r1", "r2"]):
+        make_release(root, release_id, 10.0 + index, venv)
+    rc, out = adhoc("vllm_release", {"root": str(root), "action": "switch", "release": "r1"})
+    assert rc == 0 and out["changed"] is True and out["current"] == "r1", out
+    rc, out = adhoc("vllm_release", {"root": str(root), "action": "switch", "release": "r2"})
+    assert (out["current"], out["previous"]) == ("r2", "r1"), out
+    rc, out = adhoc("vllm_release", {"root": str(root), "action": "info"})
+    assert rc == 0 and out["changed"] is False and [r["id"] for r in out["releases"]] == ["r1", "r2"]
+    rc, out = adhoc("vllm_release", {"root": str(root), "action": "rollback", "reason": "gate failed"})
+    assert rc == 0 and out["current"] == "r1" and out["rolled_back_from"] == "r2", out
+    assert (root / "r2" / "FAILED").read_text() == "gate failed\n"
+    rc, out = adhoc("vllm_release", {"root": str(root), "action": "rollback"})
+    assert rc != 0 and "previous release r2 failed before (gate failed)" in out["msg"], out
+    rc, out = adhoc("vllm_release", {"root": str(root), "action": "switch", "release": "nope"})
+    assert rc != 0 and out["msg"] == f"release nope does not exist under {root}"
+
+
+def test_vllm_drain_wait_treats_a_stopped_server_as_drained():
+    rc, out = adhoc("vllm_drain_wait", {"base_url": "http://127.0.0.1:9", "model": "demo", "timeout": 2})
+    assert rc == 0, out
+    assert out["changed"] is False and out["drained"] is True and "not answering" in out["reason"]
