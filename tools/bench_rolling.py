@@ -10,7 +10,7 @@ then, in one process and under the same light load through the balancer:
 Prints both, the roll's own restart tasks per host, and the overhead ratio
 roll total / sum of the baseline restarts (target <= 1.10).
 
-  .venv/bin/python tools/bench_rolling.py [--hosts 3] [--keep]
+  .venv/bin/python tools/bench_rolling.py [--hosts 3] [--keep] [--prefix P --port-base N --reuse]
 """
 
 from __future__ import annotations
@@ -68,9 +68,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="leave the fleet running")
+    parser.add_argument("--prefix", default="vllm-fleet-bench", help="test host names (PREFIX-1 ..., PREFIX-lb)")
+    parser.add_argument("--port-base", type=int, default=2260)
+    parser.add_argument("--reuse", action="store_true", help="keep test hosts that exist (deploy is then a no-op)")
     args = parser.parse_args()
-    fleet = LocalFleet(prefix="vllm-fleet-bench", size=args.hosts, port_base=2260)
-    fleet.up()
+    fleet = LocalFleet(prefix=args.prefix, size=args.hosts, port_base=args.port_base)
+    fleet.up(fresh=not args.reuse)
     WORK.mkdir(parents=True, exist_ok=True)
     fleet.write_inventory(Path(WORK / "inventory"))
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -47,9 +47,10 @@ class LocalFleet:
     def host_vars(self, host: str) -> Path:
         return self.inventory / "host_vars" / f"{host}.yml"
 
-    def up(self) -> None:
+    def up(self, fresh: bool = True) -> None:
         for host in [self.lb, *self.hosts]:
-            testhost("down", host)
+            if fresh:
+                testhost("down", host)
             testhost("up", host, *map(str, self.ports(host)))
 
     def down(self) -> None:
@@ -94,6 +95,7 @@ def testhost(*args: str) -> None:
 
 
 def run_playbook(inventory: Path, playbook: str, workdir: Path, results_dir: Path, **extravars) -> PlayRun:
+    workdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     result = ansible_runner.run(
         private_data_dir=str(workdir), project_dir=str(REPO_ROOT), playbook=str(REPO_ROOT / playbook),

@@ -110,6 +110,7 @@ def results_dir() -> Path:
 def run(args: argparse.Namespace, console: Console) -> tuple[int, dict[str, Any]]:
     summary = RunSummary.for_hosts(inventory_hosts(args.inventory))
     workdir = args.artifacts or Path(tempfile.mkdtemp(prefix="vllm-fleet-"))
+    workdir.mkdir(parents=True, exist_ok=True)
     started = time.time()
     with Live(table(summary, final=False), console=console, refresh_per_second=4, transient=True) as live:
         def on_event(event: dict[str, Any]) -> bool:

@@ -34,9 +34,12 @@ def cli(testbed: LocalFleet, *args: str, json_file: Path) -> tuple[int, dict, st
 def fleet(tmp_path_factory) -> Iterator[LocalFleet]:
     os.environ["PATH"] = ansible_env()["PATH"]
     testbed = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE)
-    testbed.up()
+    # VLLM_FLEET_ROLL_REUSE=1 keeps test hosts left by an earlier run (while working on the tests).
+    reuse = os.environ.get("VLLM_FLEET_ROLL_REUSE") == "1"
+    testbed.up(fresh=not reuse)
     testbed.write_inventory(tmp_path_factory.mktemp("fleet-inventory"))
     deployed = play(testbed, "site.yml", tmp_path_factory.mktemp("fleet-deploy"))
     assert deployed.rc == 0, deployed.output[-8000:]
     yield testbed
-    testbed.down()
+    if not reuse:
+        testbed.down()
