@@ -152,13 +152,20 @@ def make_token_prompts(count: int, length: int, vocab_size: int, seed: int = 0) 
 
 
 def sse_events(lines: Iterable[str]) -> Iterable[dict[str, Any]]:
-    """The JSON payloads of an OpenAI-style event stream, up to its [DONE] marker."""
+    """The JSON payloads of an OpenAI-style event stream, up to its [DONE] marker.
+
+    The lines after [DONE] are read too, to the end of the body: a response closed before its
+    last chunk costs the connection (the client cannot reuse it), and a new connection per
+    request is work for the server that would land in the next request's TTFT.
+    """
+    done = False
     for line in lines:
-        if not line.startswith("data:"):
+        if done or not line.startswith("data:"):
             continue
         data = line[len("data:"):].strip()
         if data == "[DONE]":
-            return
+            done = True
+            continue
         yield json.loads(data)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from module_utils.vllm_bench import (
     BenchError, CoherenceCase, RequestRecord, Summary, coherence_cases, judge, make_prompts, percentile,
-    run_load, single_stream_decode, stream_completion, summarize, summary_lines,
+    run_load, single_stream_decode, sse_events, stream_completion, summarize, summary_lines,
 )
 
 
@@ -181,3 +181,15 @@ def test_summary_lines_say_n_a_without_a_ceiling():
     lines = summary_lines(result)
     assert lines[0].startswith("single stream: 10.0 tok/s from TPOT")
     assert "roofline: n/a (no GPU" in lines[2]
+
+
+def test_the_event_stream_is_read_to_its_end_after_done():
+    read: list[str] = []
+
+    def lines():
+        for line in ['data: {"choices": [{"text": "a"}]}', "", "data: [DONE]", "", "data: {\"late\": 1}"]:
+            read.append(line)
+            yield line
+
+    assert list(sse_events(lines())) == [{"choices": [{"text": "a"}]}]
+    assert len(read) == 5  # nothing left unread, so the connection can be kept
