@@ -58,6 +58,11 @@ options:
   expected_tensor_count: {description: Number of tensors the set must hold., type: int}
   validate_gguf: {description: Read the GGUF headers (off only where the controller already did)., type: bool, default: true}
   keep_previous: {description: Earlier versions to keep besides the current one., type: int, default: 1}
+  protected_versions:
+    description: Versions never removed (those the kept vLLM service releases pin).
+    type: list
+    elements: str
+    default: []
   free_space_margin_mib: {description: Free space to leave on the filesystem after the download., type: int, default: 1024}
   hash_workers: {description: Files hashed at once., type: int, default: 4}
   download_attempts: {description: Attempts per file within one run (each resumes the last)., type: int, default: 3}
@@ -148,6 +153,7 @@ def main() -> None:
             "expected_tensor_count": {"type": "int"},
             "validate_gguf": {"type": "bool", "default": True},
             "keep_previous": {"type": "int", "default": 1},
+            "protected_versions": {"type": "list", "elements": "str", "default": []},
             "free_space_margin_mib": {"type": "int", "default": 1024},
             "hash_workers": {"type": "int", "default": 4},
             "download_attempts": {"type": "int", "default": 3},
@@ -171,7 +177,8 @@ def main() -> None:
         root=params["root"], name=params["name"], source=params["source"], files=files,
         gguf_files=params["gguf_files"], expected_architecture=params["expected_architecture"],
         expected_tensor_count=params["expected_tensor_count"], validate_gguf=params["validate_gguf"],
-        keep_previous=params["keep_previous"], margin_bytes=params["free_space_margin_mib"] * 2**20,
+        keep_previous=params["keep_previous"], protected_versions=frozenset(params["protected_versions"]),
+        margin_bytes=params["free_space_margin_mib"] * 2**20,
         hash_workers=params["hash_workers"], attempts=params["download_attempts"], timeout=params["timeout"],
         hf_token=params["hf_token"], hf_endpoint=params["hf_endpoint"])
     try:

@@ -8,8 +8,8 @@ module: vllm_drain_wait
 short_description: Wait until a vLLM server has finished its in-flight requests
 description:
   - Polls the server's Prometheus C(/metrics) until C(vllm:num_requests_running) and
-    C(vllm:num_requests_waiting) are 0 for the model, the server stops answering (nothing can be
-    in flight), or C(timeout) passes.
+    C(vllm:num_requests_waiting) are 0, the server is not listening (nothing can be in flight),
+    the token counters stop moving (stale gauges), or C(timeout) passes. An HTTP error fails.
   - Used after the host left its load balancer and before the graceful stop, so no request is cut.
   - Changes nothing; reports the wait.
 options:
@@ -28,6 +28,11 @@ options:
     description: Seconds between polls.
     type: float
     default: 0.5
+  stall_seconds:
+    description: Requests the gauges still count are taken as finished when no prompt or output token
+      was processed for this long (vLLM refreshes the gauges only when its engine runs a step).
+    type: float
+    default: 10
   fail_on_timeout:
     description: Fail when requests are still in flight after C(timeout); otherwise warn and go on
       (the stop's --shutdown-timeout still drains them).
@@ -67,6 +72,8 @@ reason:
   type: str
 """
 
+import urllib.error
+
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.vllm_metrics import wait_until_idle
 
@@ -79,15 +86,18 @@ def main() -> None:
             "timeout": {"type": "float", "default": 120.0},
             "interval": {"type": "float", "default": 0.5},
             "fail_on_timeout": {"type": "bool", "default": False},
+            "stall_seconds": {"type": "float", "default": 10.0},
         },
         supports_check_mode=True,
     )
     params = module.params
+    url = params["base_url"].rstrip("/") + "/metrics"
+    # Check mode: one look (the balancer's drain did not happen, so traffic still flows).
+    timeout = 0.0 if module.check_mode else params["timeout"]
     try:
-        outcome = wait_until_idle(params["base_url"].rstrip("/") + "/metrics", params["model"], params["timeout"],
-                                  params["interval"])
-    except ValueError as error:
-        module.fail_json(msg=str(error))
+        outcome = wait_until_idle(url, params["model"], timeout, params["interval"], params["stall_seconds"])
+    except urllib.error.HTTPError as error:
+        module.fail_json(msg=f"{url} answered HTTP {error.code}: cannot tell what is in flight")
     result = {"changed": False, "drained": outcome.drained, "waited_s": round(outcome.waited_s, 2),
               "running": outcome.last.running if outcome.last else None,
               "waiting": outcome.last.waiting if outcome.last else None, "reason": outcome.reason}

@@ -44,6 +44,7 @@ class FetchRequest:
     expected_tensor_count: int | None = None
     validate_gguf: bool = True
     keep_previous: int = 1
+    protected_versions: frozenset[str] = frozenset()
     margin_bytes: int = 2**30
     hash_workers: int = 4
     attempts: int = 3
@@ -222,5 +223,5 @@ def ensure_model(request: FetchRequest, check_mode: bool = False, plan_only: boo
     store.place(result.version)
     store.switch(result.version)
     result.switched = True
-    result.pruned = store.prune(request.keep_previous)
+    result.pruned = store.prune(request.keep_previous, request.protected_versions)
     return result

@@ -143,10 +143,13 @@ class ModelStore:
         os.replace(link, self.current)
         os.utime(self.version_dir(version))  # the time a set was last made current orders retention
 
-    def prune(self, keep_previous: int) -> list[str]:
-        """Remove placed versions beyond the current one and the keep_previous newest others."""
+    def prune(self, keep_previous: int, protected: frozenset[str] = frozenset()) -> list[str]:
+        """Remove placed versions beyond the current one and the keep_previous newest others.
+
+        Versions in `protected` (those a kept service release pins) are never removed.
+        """
         current = self.current_version()
-        others = [v for v in self.versions() if v != current]
+        others = [v for v in self.versions() if v != current and v not in protected]
         doomed = others[: max(0, len(others) - keep_previous)]
         for version in doomed:
             shutil.rmtree(self.version_dir(version))

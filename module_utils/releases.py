@@ -124,6 +124,9 @@ def rollback(root: Path, reason: str = "", dry_run: bool = False, allow_failed: 
     """
     current = link_target(root, "current")
     previous = link_target(root, "previous")
+    if current and reason and not dry_run:
+        # Marked first: a refused rollback still records why the current release is not trusted.
+        (root / current / FAILED_MARK).write_text(reason.strip() + "\n")
     if not previous:
         raise ReleaseError(f"no previous release under {root} to roll back to (current: {current or 'none'})")
     target = load(root, previous)
@@ -134,8 +137,6 @@ def rollback(root: Path, reason: str = "", dry_run: bool = False, allow_failed: 
     if missing:
         raise ReleaseError(f"cannot roll back to release {previous}: missing {', '.join(missing)}")
     if not dry_run:
-        if current and reason:
-            (root / current / FAILED_MARK).write_text(reason.strip() + "\n")
         point(root, "current", previous)
         if current:
             point(root, "previous", current)

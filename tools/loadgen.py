@@ -2,9 +2,9 @@
 """Keep completions flowing through a URL (a load balancer) and count what fails.
 
 Each of `concurrency` threads sends streamed completions one after another until stopped. A
-request counts as served when the stream ends with [DONE] and the usage block reports output
-tokens; anything else (HTTP error, reset connection, a stream cut short) counts as failed, with
-its error kept.
+request counts as served when the stream ends with [DONE], finishes for length and the usage block
+reports exactly max_tokens output tokens (ignore_eos); anything else (HTTP error, reset connection,
+a stream cut short, an aborted request) counts as failed, with its error kept.
 
   .venv/bin/python tools/loadgen.py --base-url http://127.0.0.1:8010/v1 --model demo --seconds 60
 """
@@ -42,7 +42,7 @@ def one_request(url: str, headers: dict[str, str], model: str, prompt: str, max_
             "stream_options": {"include_usage": True}, "ignore_eos": True}
     request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
                                      headers={"Content-Type": "application/json", **headers})
-    tokens, done = 0, False
+    tokens, done, finish = 0, False, None
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             for raw in response:
@@ -53,25 +53,32 @@ def one_request(url: str, headers: dict[str, str], model: str, prompt: str, max_
                 if data == "[DONE]":
                     done = True
                     break
-                usage = json.loads(data).get("usage")
-                if usage:
-                    tokens = usage.get("completion_tokens", 0)
+                chunk = json.loads(data)
+                for choice in chunk.get("choices") or []:
+                    finish = choice.get("finish_reason") or finish
+                if chunk.get("usage"):
+                    tokens = chunk["usage"].get("completion_tokens", 0)
     except urllib.error.HTTPError as error:
         return False, 0, f"HTTP {error.code}: {error.read()[:200]!r}"
     except (OSError, ValueError) as error:  # refused, reset, timed out, a cut-off JSON line
         return False, tokens, f"{type(error).__name__}: {error}"
-    if not done or tokens == 0:
-        return False, tokens, "stream ended early" if not done else "no output tokens"
+    if not done:
+        return False, tokens, "stream ended early"
+    # ignore_eos: a whole answer has exactly max_tokens and stops for length; fewer, or another
+    # reason (vLLM aborts requests it cannot finish when it shuts down), is a cut-short answer.
+    if finish != "length" or tokens != max_tokens:
+        return False, tokens, f"cut short: finish_reason {finish}, {tokens} of {max_tokens} tokens"
     return True, tokens, ""
 
 
 class LoadGenerator:
     def __init__(self, base_url: str, model: str, concurrency: int = 2, max_tokens: int = 16,
-                 api_key: str = "", timeout: float = 120.0) -> None:
+                 api_key: str = "", timeout: float = 120.0, pause: float = 0.0) -> None:
         self.url = base_url.rstrip("/") + "/completions"
         self.model, self.concurrency, self.max_tokens = model, concurrency, max_tokens
         self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.timeout = timeout
+        self.pause = pause  # think time between one client's requests
         self.counts = LoadCounts()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -94,6 +101,7 @@ class LoadGenerator:
                     self.counts.errors[error[:160]] += 1
                     if self.counts.first_failure_at is None:
                         self.counts.first_failure_at = time.time()
+            self._stop.wait(self.pause)
 
     def start(self) -> "LoadGenerator":
         self._threads = [threading.Thread(target=self._worker, args=(i,), daemon=True) for i in range(self.concurrency)]
@@ -123,8 +131,10 @@ def main() -> int:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=16)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--pause", type=float, default=0.0, help="think time between one client's requests (s)")
     args = parser.parse_args()
-    generator = LoadGenerator(args.base_url, args.model, args.concurrency, args.max_tokens, args.api_key).start()
+    generator = LoadGenerator(args.base_url, args.model, args.concurrency, args.max_tokens, args.api_key,
+                              pause=args.pause).start()
     time.sleep(args.seconds)
     counts = generator.stop()
     print(json.dumps(counts.as_dict()))

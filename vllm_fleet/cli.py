@@ -73,9 +73,26 @@ def extra_vars(pairs: list[str], serial: str | None, apply: bool = False) -> dic
     return out
 
 
-def inventory_hosts(inventory: str) -> list[str]:
-    out, _ = ansible_runner.get_inventory(action="list", inventories=[inventory], response_format="json", quiet=True)
-    return group_hosts(out if isinstance(out, dict) else json.loads(out), HOST_GROUP)
+def ansible_envvars() -> dict[str, str]:
+    return {"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"}
+
+
+def inventory_hosts(inventory: str, limit: str | None) -> list[str]:
+    """The vLLM hosts the run may touch (so that a host a stopped roll never reached is listed).
+
+    An inventory ansible-inventory cannot list alone (a vaulted file) gives an empty list: the
+    hosts then come from the run's events.
+    """
+    out, _ = ansible_runner.get_inventory(action="list", inventories=[inventory], response_format="json",
+                                          envvars=ansible_envvars(), quiet=True)
+    try:
+        hosts = group_hosts(out if isinstance(out, dict) else json.loads(out), HOST_GROUP)
+    except (TypeError, ValueError):
+        return []
+    if limit:
+        wanted = {part.strip() for part in limit.replace(":", ",").split(",")}
+        hosts = [host for host in hosts if host in wanted] or hosts
+    return hosts
 
 
 def table(summary: RunSummary, final: bool) -> Table:
@@ -108,7 +125,7 @@ def results_dir() -> Path:
 
 
 def run(args: argparse.Namespace, console: Console) -> tuple[int, dict[str, Any]]:
-    summary = RunSummary.for_hosts(inventory_hosts(args.inventory))
+    summary = RunSummary.for_hosts(inventory_hosts(args.inventory, args.limit))
     workdir = args.artifacts or Path(tempfile.mkdtemp(prefix="vllm-fleet-"))
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.time()
@@ -122,7 +139,7 @@ def run(args: argparse.Namespace, console: Console) -> tuple[int, dict[str, Any]
             private_data_dir=str(workdir), project_dir=str(REPO), playbook=str(REPO / PLAYBOOKS[args.command]),
             inventory=str(Path(args.inventory).resolve()), limit=args.limit,
             extravars=extra_vars(args.extra_var, args.serial, args.apply),
-            envvars={"ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1"},
+            envvars=ansible_envvars(),
             event_handler=on_event, quiet=True,
         )
     for outcome in summary.hosts.values():

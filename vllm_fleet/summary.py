@@ -17,6 +17,7 @@ EXIT_UNREACHABLE = 4
 EXIT_ROLLED_BACK = 5
 
 STATUS_FACT = "vllm_service_status_report"
+ROLLED_BACK_FACT = "vllm_service_rolled_back"
 
 
 @dataclass
@@ -110,13 +111,14 @@ def record_ok(outcome: HostOutcome, action: str, res: dict[str, Any]) -> None:
     if action == "vllm_release":
         outcome.release = res.get("current", outcome.release)
         outcome.previous = res.get("previous", outcome.previous)
-        if res.get("rolled_back_from"):
-            outcome.rolled_back = True
     elif action == "vllm_ready":
         outcome.ready = True
     elif action == "vllm_bench" and res.get("levels"):
         # The verify role's run (the release gate measures no concurrency level).
         outcome.tok_s = (res.get("decode") or {}).get("tok_s_tpot")
+    elif action == "set_fact" and (res.get("ansible_facts") or {}).get(ROLLED_BACK_FACT):
+        # Set only once the restored release is ready again.
+        outcome.rolled_back = True
     elif action == "set_fact" and STATUS_FACT in (res.get("ansible_facts") or {}):
         report = res["ansible_facts"][STATUS_FACT]
         outcome.release = report.get("release")

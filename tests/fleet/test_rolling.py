@@ -19,6 +19,9 @@ pytestmark = pytest.mark.slow
 TESTBED = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE)
 HOSTS, LB_URL = TESTBED.hosts, TESTBED.lb_url
 FIRST, MIDDLE, LAST = HOSTS
+# Three CPU vLLMs share two cores, and each pins its engine to the same one: steady traffic with
+# pauses, so a restarting host is not starved by the busy ones (real hosts have their own CPUs).
+LOAD = {"concurrency": 2, "max_tokens": 16, "pause": 0.5}
 
 
 
@@ -31,7 +34,7 @@ def completes(base_url: str) -> bool:
 
 def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path: Path):
     before = {host: main_pid(host) for host in HOSTS}
-    with LoadGenerator(LB_URL, "demo", concurrency=2, max_tokens=16) as load:
+    with LoadGenerator(LB_URL, "demo", **LOAD) as load:
         time.sleep(5)
         roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll")
         time.sleep(5)
@@ -53,7 +56,7 @@ def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: Local
     releases = {host: current_release(host) for host in HOSTS}
     pids = {host: main_pid(host) for host in HOSTS}
     try:
-        with LoadGenerator(LB_URL, "demo", concurrency=2, max_tokens=16) as load:
+        with LoadGenerator(LB_URL, "demo", **LOAD) as load:
             code, report, output = cli(fleet, "restart", "--apply", json_file=tmp_path / "roll.json")
     finally:
         for host in (FIRST, MIDDLE):

@@ -21,6 +21,8 @@ def test_a_roll_that_stopped_at_a_rolled_back_host():
         event("ok", "b", "Make the previous release current again", "vllm_release",
               {"current": "r1", "previous": "r9", "rolled_back_from": "r9", "changed": True}),
         event("ok", "b", "Wait until vLLM serves", "vllm_ready", {}),
+        event("ok", "b", "Note that the host serves its previous release again", "ansible.builtin.set_fact",
+              {"ansible_facts": {"vllm_service_rolled_back": True}}),
         event("failed", "b", "Stop the roll with the cause", "ansible.builtin.fail", {"msg": "release r9 failed and was rolled back"}),
     ]:
         summary.feed(item)
@@ -74,3 +76,11 @@ def test_extra_vars_parse_json_values_and_refuse_garbage():
         "a": 1, "b": "x", "c": {"k": [1]}, "fleet_roll_serial": "25%", "fleet_roll_apply": True}
     with pytest.raises(SystemExit, match="KEY=VALUE"):
         extra_vars(["novalue"], None)
+
+
+def test_a_rollback_that_did_not_bring_the_host_back_is_a_failure_not_a_rollback():
+    summary = RunSummary.for_hosts(["a"])
+    summary.feed(event("ok", "a", "Check the previous release can be served", "vllm_release",
+                       {"current": "r1", "previous": "r2", "rolled_back_from": "r2", "changed": True}))
+    summary.feed(event("failed", "a", "Wait until vLLM serves", "vllm_ready", {"msg": "not ready"}))
+    assert summary.hosts["a"].state == "failed" and summary.exit_code(2) == EXIT_FAILED

@@ -213,3 +213,15 @@ def test_plan_names_the_staging_directory_and_changes_nothing(served: ModelHTTPS
     ensure_model(url_request(served, tmp_path / "models"))
     again = ensure_model(url_request(served, tmp_path / "models"), plan_only=True)
     assert again.up_to_date and again.staging_dir is None and not again.changed
+
+
+def test_retention_never_removes_a_version_a_release_pins(tmp_path: Path):
+    store = ModelStore(tmp_path / "models", "m")
+    for index, version in enumerate(["v1", "v2", "v3"]):
+        store.version_dir(version).mkdir(parents=True)
+        os.utime(store.version_dir(version), (100 + index, 100 + index))
+    store.switch("v3")
+    # keep_previous=1 alone would remove v1; a kept service release still serves from it.
+    assert store.prune(1, protected=frozenset({"v1"})) == []
+    assert store.prune(0, protected=frozenset({"v1"})) == ["v2"]
+    assert sorted(store.versions()) == ["v1", "v3"]
