@@ -133,3 +133,11 @@ def test_rollback_refuses_a_previous_release_that_failed_unless_allowed(root: Pa
         rollback(root)
     assert link_target(root, "current") == "aaa"
     assert rollback(root, allow_failed=True)["current"] == "bbb"
+
+
+def test_a_refused_automatic_rollback_still_marks_the_failed_release(root: Path):
+    switch(root, "aaa")
+    with pytest.raises(ReleaseError, match="no previous release"):
+        rollback(root, reason="readiness: engine died")
+    assert {r.id: r.failed for r in releases(root)}["aaa"] == "readiness: engine died"
+    assert link_target(root, "current") == "aaa"
