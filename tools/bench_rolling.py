@@ -83,7 +83,7 @@ def main() -> int:
         return 1
     print(f"deployed {args.hosts} hosts in {deployed.seconds:.0f} s")
     try:
-        with LoadGenerator(fleet.lb_url, "demo", concurrency=1, max_tokens=16, pause=0.5) as load:
+        with LoadGenerator(fleet.lb_url, "demo", concurrency=1, max_tokens=16, pause=2.0) as load:
             baseline = {host: restart_by_hand(host) for host in fleet.hosts}
             base_failed = load.counts.failed  # by-hand restarts have no drain: clients see them
             roll = run_playbook(fleet.inventory, "playbooks/rolling_restart.yml", WORK / f"roll-{stamp}", WORK / "results")

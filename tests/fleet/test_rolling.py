@@ -19,9 +19,10 @@ pytestmark = pytest.mark.slow
 TESTBED = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE)
 HOSTS, LB_URL = TESTBED.hosts, TESTBED.lb_url
 FIRST, MIDDLE, LAST = HOSTS
-# Three CPU vLLMs share two cores, and each pins its engine to the same one: steady traffic with
-# pauses, so a restarting host is not starved by the busy ones (real hosts have their own CPUs).
-LOAD = {"concurrency": 2, "max_tokens": 16, "pause": 0.5}
+# Three CPU vLLMs share two cores and each pins its engine to the same one, and an engine spins for
+# a second after each step: light steady traffic, so that a restarting host is not starved by a
+# spinning one (real hosts have their own CPUs).
+LOAD = {"concurrency": 1, "max_tokens": 16, "pause": 2.0}
 
 
 
@@ -43,7 +44,7 @@ def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path
           f"{counts.sent} requests, {counts.served} served, {counts.failed} failed {counts.as_dict()['errors']}")
     assert roll.rc == 0, roll.output[-6000:]
     assert counts.failed == 0, counts.as_dict()
-    assert counts.served >= 20, counts.as_dict()
+    assert counts.served >= 10, counts.as_dict()
     for host in HOSTS:
         assert active(host) == "active" and main_pid(host) != before[host], host
     assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)  # every member UP again
