@@ -59,10 +59,12 @@ class HostOutcome:
 @dataclass
 class RunSummary:
     hosts: dict[str, HostOutcome] = field(default_factory=dict)
+    # Given the vLLM hosts up front, other hosts' events (the balancer's) are not reported.
+    fixed: bool = False
 
     @classmethod
     def for_hosts(cls, names: list[str]) -> "RunSummary":
-        return cls({name: HostOutcome(name) for name in names})
+        return cls({name: HostOutcome(name) for name in names}, fixed=bool(names))
 
     def host(self, name: str) -> HostOutcome:
         return self.hosts.setdefault(name, HostOutcome(name))
@@ -71,7 +73,7 @@ class RunSummary:
         data = event.get("event_data") or {}
         name = data.get("host")
         kind = event.get("event", "")
-        if not name or not kind.startswith("runner_on_"):
+        if not name or not kind.startswith("runner_on_") or (self.fixed and name not in self.hosts):
             return
         outcome = self.host(name)
         outcome.seen = True

@@ -84,3 +84,12 @@ def test_a_rollback_that_did_not_bring_the_host_back_is_a_failure_not_a_rollback
                        {"current": "r1", "previous": "r2", "rolled_back_from": "r2", "changed": True}))
     summary.feed(event("failed", "a", "Wait until vLLM serves", "vllm_ready", {"msg": "not ready"}))
     assert summary.hosts["a"].state == "failed" and summary.exit_code(2) == EXIT_FAILED
+
+
+def test_only_the_vllm_hosts_are_reported_when_known():
+    summary = RunSummary.for_hosts(["a"])
+    summary.feed(event("ok", "lb", "Gathering Facts", "setup"))
+    assert list(summary.hosts) == ["a"]
+    unknown = RunSummary.for_hosts([])
+    unknown.feed(event("ok", "lb", "Gathering Facts", "setup"))
+    assert list(unknown.hosts) == ["lb"]
