@@ -109,4 +109,4 @@ def test_vllm_release_switches_rolls_back_and_reports_through_ansible(tmp_path):
 def test_vllm_drain_wait_treats_a_stopped_server_as_drained():
     rc, out = adhoc("vllm_drain_wait", {"base_url": "http://127.0.0.1:9", "model": "demo", "timeout": 2})
     assert rc == 0, out
-    assert out["changed"] is False and out["drained"] is True and "not answering" in out["reason"]
+    assert out["changed"] is False and out["drained"] is True and "not listening" in out["reason"]
