@@ -74,6 +74,10 @@ removed:
   description: Release ids removed by prune.
   returned: action=prune
   type: list
+current_manifest:
+  description: The release.json of the release current after the action ({} when none).
+  returned: always
+  type: dict
 releases:
   description: Every release (id, path, created, failed reason, manifest), oldest first.
   returned: always
@@ -83,7 +87,7 @@ releases:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.releases import ReleaseError, prune, rollback, state, switch
+from ansible.module_utils.releases import ReleaseError, described, prune, rollback, state, switch
 
 
 def act(params: dict, check_mode: bool) -> dict:
@@ -115,7 +119,7 @@ def main() -> None:
         outcome = act(module.params, module.check_mode)
     except ReleaseError as error:
         module.fail_json(msg=str(error), **state(Path(module.params["root"])))
-    module.exit_json(**{**state(Path(module.params["root"])), **outcome})
+    module.exit_json(**described(Path(module.params["root"]), outcome))
 
 
 if __name__ == "__main__":

@@ -98,6 +98,15 @@ def state(root: Path) -> dict[str, Any]:
             "releases": [release.as_dict() for release in releases(root)]}
 
 
+def described(root: Path, outcome: dict[str, Any]) -> dict[str, Any]:
+    """The links and releases after an action (its outcome wins in check mode), with the manifest
+    of the release current then, which is what the service runs."""
+    result = {**state(root), **outcome}
+    result["current_manifest"] = next((release["manifest"] for release in result["releases"]
+                                       if release["id"] == result["current"]), {})
+    return result
+
+
 def switch(root: Path, release_id: str, dry_run: bool = False) -> dict[str, Any]:
     """Serve release_id next: previous <- current, current <- release_id. No change if already current."""
     release = load(root, release_id)

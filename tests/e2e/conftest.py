@@ -14,6 +14,7 @@ import ansible_runner
 import pytest
 
 from tests.conftest import DEMO_MODEL_DIR, REPO_ROOT, ansible_env
+from tools.fleet_testbed import testhost
 
 # Overridable so that several checkouts can run their end-to-end tests side by side.
 HOST = os.environ.get("VLLM_FLEET_E2E_HOST", "vllm-fleet-e2e")
@@ -57,10 +58,6 @@ class PlayRun:
             if data.get("task") == task and event.get("event") == "runner_on_failed":
                 return data.get("res", {})
         raise KeyError(f"task {task!r} did not fail")
-
-
-def testhost(*args: str) -> None:
-    subprocess.run([str(REPO_ROOT / "tools" / "testhost.sh"), *args], check=True)
 
 
 def on_host(command: str, check: bool = True) -> str:

@@ -99,6 +99,7 @@ def test_vllm_release_switches_rolls_back_and_reports_through_ansible(tmp_path):
     assert rc == 0 and out["changed"] is False and [r["id"] for r in out["releases"]] == ["r1", "r2"]
     rc, out = adhoc("vllm_release", {"root": str(root), "action": "rollback", "reason": "gate failed"})
     assert rc == 0 and out["current"] == "r1" and out["rolled_back_from"] == "r2", out
+    assert out["current_manifest"]["id"] == "r1"
     assert (root / "r2" / "FAILED").read_text() == "gate failed\n"
     rc, out = adhoc("vllm_release", {"root": str(root), "action": "rollback"})
     assert rc != 0 and "previous release r2 failed before (gate failed)" in out["msg"], out

@@ -141,3 +141,13 @@ def test_a_refused_automatic_rollback_still_marks_the_failed_release(root: Path)
         rollback(root, reason="readiness: engine died")
     assert {r.id: r.failed for r in releases(root)}["aaa"] == "readiness: engine died"
     assert link_target(root, "current") == "aaa"
+
+
+def test_described_carries_the_current_release_manifest_and_the_outcome_wins(root: Path):
+    from module_utils.releases import described
+
+    switch(root, "aaa")
+    assert described(root, {})["current_manifest"]["id"] == "aaa"
+    planned = described(root, switch(root, "bbb", dry_run=True))  # check mode: links unchanged
+    assert planned["current"] == "bbb" and planned["current_manifest"]["id"] == "bbb"
+    assert described(root / "missing", {})["current_manifest"] == {}
