@@ -8,4 +8,5 @@ cd "$REPO_ROOT"
 tools/bootstrap.sh
 export PATH=$REPO_ROOT/.venv/bin:$PATH
 # A per-checkout temp dir: pytest prunes old runs in the shared default one.
-exec pytest --basetemp "$REPO_ROOT/.cache/pytest" "$@"
+# --durations: the slowest tests, for keeping the whole run inside CI's time limit.
+exec pytest --basetemp "$REPO_ROOT/.cache/pytest" --durations=30 "$@"

@@ -96,7 +96,9 @@ def service_state() -> tuple[str, str]:
     return props["ActiveState"], props["MainPID"]
 
 
-@pytest.fixture(scope="session", autouse=True)
+# Package scope: the host goes once the e2e tests are done, not at the end of the whole run
+# (an idle CPU vLLM holds gigabytes the fleet and molecule hosts need).
+@pytest.fixture(scope="package", autouse=True)
 def fresh_host() -> Iterator[None]:
     os.environ["PATH"] = ansible_env()["PATH"]
     testhost("down", HOST)
@@ -106,7 +108,7 @@ def fresh_host() -> Iterator[None]:
     testhost("down", HOST)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def first_run(tmp_path_factory) -> PlayRun:
     return run_playbook(tmp_path_factory.mktemp("run1"))
 

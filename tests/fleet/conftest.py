@@ -30,7 +30,9 @@ def cli(testbed: LocalFleet, *args: str, json_file: Path) -> tuple[int, dict, st
     return done.returncode, report, done.stdout + done.stderr
 
 
-@pytest.fixture(scope="session")
+# Package scope: the four hosts go once the fleet tests are done (they published ports and held
+# memory the later molecule tests need).
+@pytest.fixture(scope="package")
 def fleet(tmp_path_factory) -> Iterator[LocalFleet]:
     os.environ["PATH"] = ansible_env()["PATH"]
     testbed = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE)

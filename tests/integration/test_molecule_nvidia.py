@@ -14,7 +14,8 @@ import pytest
 from tests.conftest import REPO_ROOT, assert_molecule_scenario_passes
 from tools.make_nvidia_standin_repo import build
 
-PORT = int(os.environ.get("VLLM_FLEET_NVIDIA_REPO_PORT", "2241"))
+# 0: a free port picked by the kernel (a fixed one collided with a test host's published SSH port).
+PORT = int(os.environ.get("VLLM_FLEET_NVIDIA_REPO_PORT", "0"))
 
 
 @pytest.fixture
@@ -25,11 +26,12 @@ def standin_repo(tmp_path):
     server = http.server.ThreadingHTTPServer(("0.0.0.0", PORT), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield repo
+    yield repo, server.server_address[1]
     server.shutdown()
 
 
 def test_standin_repo_is_signed_and_complete(standin_repo):
+    standin_repo, _ = standin_repo
     packages = (standin_repo / "Packages").read_text()
     for name in ("nvidia-kernel-open-dkms", "nvidia-kernel-dkms", "nvidia-driver-cuda", "nvidia-persistenced",
                  "nvidia-fabricmanager", "nvidia-driver-pinning-580", "cuda-toolkit-13-0", f"linux-headers-{os.uname().release}"):
@@ -41,8 +43,9 @@ def test_standin_repo_is_signed_and_complete(standin_repo):
 
 @pytest.mark.slow
 def test_molecule_nvidia_driver_scenario(standin_repo):
+    _, port = standin_repo
     image = subprocess.run(["tools/testhost.sh", "image"], cwd=REPO_ROOT, capture_output=True, text=True,
                            env={**os.environ, "VLLM_FLEET_TESTHOST_SUITE": "trixie"})
     assert image.returncode == 0, image.stderr
     assert_molecule_scenario_passes("nvidia_driver",
-                                    VLLM_FLEET_NVIDIA_REPO_URL=f"http://host.containers.internal:{PORT}/")
+                                    VLLM_FLEET_NVIDIA_REPO_URL=f"http://host.containers.internal:{port}/")
