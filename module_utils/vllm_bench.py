@@ -5,17 +5,25 @@ mean/median/p99, request errors. Requests stream (server-sent events through the
 so TTFT and the gaps between chunks are seen by the client. Tokens are counted from the
 server's usage block, never from max_tokens: a response can carry more tokens than asked for.
 
+A load runs the way `vllm bench serve` drives one: every request a task on one asyncio event loop
+(the OpenAI client's async twin), at most `concurrency` in flight behind a semaphore, started in
+prompt order. Threads would cost a server that shares the client's cores CPU time it then lacks,
+and a chunk that arrives while another thread holds the GIL is timed late. Each stream is read to
+its end (past [DONE]), so its keep-alive connection goes back to the pool and the next request
+reuses it, as vLLM's aiohttp session does; a stream left unread is a connection closed, and every
+request would pay a new one (and the server its set-up and teardown).
+
 Every request gets its own prompt (a distinct opening), so the prefix cache cannot make the
 figures look better than a real workload.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import statistics
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -151,63 +159,97 @@ def make_token_prompts(count: int, length: int, vocab_size: int, seed: int = 0) 
     return [[rng.randrange(vocab_size) for _ in range(length)] for _ in range(count)]
 
 
-def sse_events(lines: Iterable[str]) -> Iterable[dict[str, Any]]:
-    """The JSON payloads of an OpenAI-style event stream, up to its [DONE] marker.
+def completion_args(model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool) -> dict[str, Any]:
+    """The streamed completion request both the sync and the async path send."""
+    return dict(model=model, prompt=prompt, max_tokens=max_tokens, temperature=0.0, stream=True,
+                stream_options={"include_usage": True}, extra_body={"ignore_eos": ignore_eos})
 
-    The lines after [DONE] are read too, to the end of the body: a response closed before its
-    last chunk costs the connection (the client cannot reuse it), and a new connection per
-    request is work for the server that would land in the next request's TTFT.
+
+class StreamTimer:
+    """Times one streamed completion from its event-stream lines, as `vllm bench serve` does.
+
+    Started just before the request is sent; a chunk that carries a choice is a step of the
+    generation (its text can be empty while a multi-byte character is incomplete): the first
+    one is TTFT, each later one an inter-token gap. Tokens come from the usage chunk.
     """
-    done = False
-    for line in lines:
-        if done or not line.startswith("data:"):
-            continue
-        data = line[len("data:"):].strip()
+
+    __slots__ = ("clock", "record", "started", "last")
+
+    def __init__(self, clock: Clock) -> None:
+        self.clock = clock
+        self.record = RequestRecord(ok=False)
+        self.started = clock()
+        self.last = self.started
+
+    def line(self, line: str) -> None:
+        """Take one line of the stream (blank lines, comments and [DONE] change nothing)."""
+        if not line.startswith("data:"):
+            return
+        data = line[5:].strip()
         if data == "[DONE]":
-            done = True
-            continue
-        yield json.loads(data)
+            return
+        chunk = json.loads(data)
+        if chunk.get("choices"):
+            now = self.clock()
+            if self.record.ttft == 0.0:
+                self.record.ttft = now - self.started
+            else:
+                self.record.itl.append(now - self.last)
+            self.last = now
+        usage = chunk.get("usage")
+        if usage:
+            self.record.prompt_tokens = usage["prompt_tokens"]
+            self.record.completion_tokens = usage["completion_tokens"]
+
+    def failed(self, error: BaseException) -> RequestRecord:
+        self.record.error = f"{type(error).__name__}: {error}"
+        return self.record
+
+    def done(self) -> RequestRecord:
+        record = self.record
+        record.latency = self.last - self.started
+        record.ok = record.completion_tokens > 0
+        if not record.ok:
+            record.error = "stream ended without output tokens in usage"
+        return record
 
 
 def stream_completion(
     client: Any, model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool = True,
     clock: Clock = time.perf_counter,
 ) -> RequestRecord:
-    """One streamed completion; times the first chunk and every gap between chunks.
+    """One streamed completion through a sync client; times the first chunk and every gap.
 
     The server-sent events are read as raw lines (the OpenAI client's streaming-response mode):
     building a typed object per chunk costs the client enough CPU to slow a server that shares
-    its cores, which the figures would then wrongly show.
+    its cores, which the figures would then wrongly show. The stream is read to its end (not left
+    at [DONE]), so the connection is kept for the next request.
     """
-    started = clock()
-    record = RequestRecord(ok=False)
-    last = started
+    timer = StreamTimer(clock)
     try:
         with client.completions.with_streaming_response.create(
-            model=model, prompt=prompt, max_tokens=max_tokens, temperature=0.0, stream=True,
-            stream_options={"include_usage": True}, extra_body={"ignore_eos": ignore_eos},
-        ) as response:
-            for chunk in sse_events(response.iter_lines()):
-                # Any chunk that carries a choice is a step of the generation (its text can be
-                # empty while a multi-byte character is incomplete), as `vllm bench serve` counts.
-                if chunk.get("choices"):
-                    now = clock()
-                    if record.ttft == 0.0:
-                        record.ttft = now - started
-                    else:
-                        record.itl.append(now - last)
-                    last = now
-                if chunk.get("usage"):
-                    record.prompt_tokens = chunk["usage"]["prompt_tokens"]
-                    record.completion_tokens = chunk["usage"]["completion_tokens"]
+                **completion_args(model, prompt, max_tokens, ignore_eos)) as response:
+            for line in response.iter_lines():
+                timer.line(line)
     except Exception as error:  # the client's errors: HTTP status, connection, timeout
-        record.error = f"{type(error).__name__}: {error}"
-        return record
-    record.latency = last - started
-    record.ok = record.completion_tokens > 0
-    if not record.ok:
-        record.error = "stream ended without output tokens in usage"
-    return record
+        return timer.failed(error)
+    return timer.done()
+
+
+async def astream_completion(
+    client: Any, model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool = True,
+    clock: Clock = time.perf_counter,
+) -> RequestRecord:
+    """stream_completion through an async client (openai.AsyncOpenAI), on the running event loop."""
+    timer = StreamTimer(clock)
+    try:
+        async with client.completions.with_streaming_response.create(
+                **completion_args(model, prompt, max_tokens, ignore_eos)) as response:
+            async for line in response.iter_lines():
+                timer.line(line)
+    except Exception as error:  # the client's errors: HTTP status, connection, timeout
+        return timer.failed(error)
+    return timer.done()
 
 
 def summarize(records: list[RequestRecord], concurrency: int, duration: float) -> LoadResult:
@@ -227,16 +269,68 @@ def summarize(records: list[RequestRecord], concurrency: int, duration: float) -
     )
 
 
+def async_twin(client: Any) -> tuple[Any, bool]:
+    """An openai.AsyncOpenAI with a sync OpenAI client's address, key, timeout and retries.
+
+    Anything else is taken as an async client already (returned as it is). The flag says whether
+    the twin was made here (and is to be closed here).
+    """
+    try:
+        from openai import AsyncOpenAI, OpenAI
+    except ImportError:
+        return client, False
+    if not isinstance(client, OpenAI):
+        return client, False
+    return AsyncOpenAI(base_url=str(client.base_url), api_key=client.api_key, timeout=client.timeout,
+                       max_retries=client.max_retries), True
+
+
+async def run_load_async(
+    client: Any, model: str, prompts: list[str] | list[list[int]], max_tokens: int, concurrency: int,
+    ignore_eos: bool = True, clock: Clock = time.perf_counter, warmup: str | list[int] | None = None,
+) -> LoadResult:
+    """run_load on the running event loop with an async client.
+
+    As `vllm bench serve` (request rate inf, max concurrency N): a warmup prompt is sent once, not
+    counted, through the same client (its "initial single prompt test run", which sends the first
+    prompt: the client's code paths and a connection are warm before the clock starts); then the
+    clock starts, every prompt becomes a task at once, a semaphore lets N in flight (in prompt
+    order), and the clock stops when the last one has ended.
+    """
+    if warmup is not None:
+        test = await astream_completion(client, model, warmup, max_tokens, ignore_eos, clock)
+        if not test.ok:
+            raise BenchError(f"warm-up request failed: {test.error}")
+    semaphore = asyncio.Semaphore(concurrency)
+
+    async def limited(prompt: str | list[int]) -> RequestRecord:
+        async with semaphore:
+            return await astream_completion(client, model, prompt, max_tokens, ignore_eos, clock)
+
+    started = clock()
+    records = await asyncio.gather(*(limited(prompt) for prompt in prompts))
+    return summarize(list(records), concurrency, clock() - started)
+
+
 def run_load(
     client: Any, model: str, prompts: list[str] | list[list[int]], max_tokens: int, concurrency: int,
-    ignore_eos: bool = True, clock: Clock = time.perf_counter,
+    ignore_eos: bool = True, clock: Clock = time.perf_counter, warmup: str | list[int] | None = None,
 ) -> LoadResult:
-    """Send every prompt, at most `concurrency` in flight, and summarize like `vllm bench serve`."""
-    started = clock()
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        records = list(pool.map(lambda prompt: stream_completion(client, model, prompt, max_tokens, ignore_eos, clock),
-                                prompts))
-    return summarize(records, concurrency, clock() - started)
+    """Send every prompt, at most `concurrency` in flight, and summarize like `vllm bench serve`.
+
+    client: the sync OpenAI client (its async twin does the work, on an event loop of its own)
+    or an async client. warmup: a prompt sent once first, uncounted (see run_load_async).
+    """
+
+    async def main() -> LoadResult:
+        aclient, owned = async_twin(client)
+        try:
+            return await run_load_async(aclient, model, prompts, max_tokens, concurrency, ignore_eos, clock, warmup)
+        finally:
+            if owned:
+                await aclient.close()
+
+    return asyncio.run(main())
 
 
 def single_stream_decode(load: LoadResult) -> DecodeResult:
@@ -347,13 +441,14 @@ def benchmark_service(client: Any, model: str, plan: BenchPlan, coherence: list[
     if not warmup.ok:
         raise BenchError(f"warm-up request failed: {warmup.error}")
     outcomes = check_coherence(client, model, coherence)
-    prompts = make_prompts(plan.decode_requests, plan.prompt_words, seed=plan.seed)
-    decode_load = run_load(client, model, prompts, plan.decode_max_tokens, 1, plan.ignore_eos)
+    prompts = make_prompts(plan.decode_requests + 1, plan.prompt_words, seed=plan.seed)
+    # Each load's warm-up prompt is one more distinct prompt (a repeated one would hit the prefix cache).
+    decode_load = run_load(client, model, prompts[1:], plan.decode_max_tokens, 1, plan.ignore_eos, warmup=prompts[0])
     raise_on_failed_requests(decode_load)
     levels = []
     for level, concurrency in enumerate(plan.concurrency, start=1):
-        prompts = make_prompts(plan.requests_per_level, plan.prompt_words, seed=plan.seed + 1000 * level)
-        load = run_load(client, model, prompts, plan.max_tokens, concurrency, plan.ignore_eos)
+        prompts = make_prompts(plan.requests_per_level + 1, plan.prompt_words, seed=plan.seed + 1000 * level)
+        load = run_load(client, model, prompts[1:], plan.max_tokens, concurrency, plan.ignore_eos, warmup=prompts[0])
         raise_on_failed_requests(load)
         levels.append(load.as_dict())
     return {
