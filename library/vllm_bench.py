@@ -11,10 +11,13 @@ description:
     coherence case greedily (temperature 0) against its expected substring, text or token ids.
   - Measures single-stream decode (TPOT-based and wall-based tok/s) and, per concurrency level,
     output token throughput, TTFT, TPOT and ITL (mean/median/p99) and failed requests, streaming
-    through the OpenAI client. Tokens come from the server's usage block.
+    through aiohttp as `vllm bench serve` does (the checks go through the OpenAI client). Tokens
+    come from the server's usage block.
   - Compares with thresholds (the play fails with the figures) and with the previous run in a JSON
     lines history file, which gets one more line per run.
   - Changes nothing on the server; reports changed=false.
+requirements:
+  - openai and aiohttp where the module runs (the controller venv has both)
 options:
   base_url: {description: OpenAI API base URL ending in /v1., type: str, required: true}
   model: {description: Served model name., type: str, required: true}
@@ -106,15 +109,16 @@ from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.bench_history import append_record, previous_record, regressions, threshold_failures
-from ansible.module_utils.vllm_bench import (BenchError, BenchPlan, benchmark_service, coherence_cases, server_version,
-                                             summary_lines)
+from ansible.module_utils.vllm_bench import (BenchError, BenchPlan, Endpoint, benchmark_service, coherence_cases,
+                                             server_version, summary_lines)
 from ansible.module_utils.vllm_probe import ProbeError, connect
 
 
 def measure(params: dict) -> dict:
     client, _, _ = connect(params["base_url"], params["model"], params["api_key"], params["health_timeout"],
                            params["request_timeout"])
-    result = benchmark_service(client, params["model"], BenchPlan(**params["plan"]),
+    endpoint = Endpoint(params["base_url"], params["api_key"], params["request_timeout"])
+    result = benchmark_service(client, endpoint, params["model"], BenchPlan(**params["plan"]),
                                coherence_cases(params["coherence"]))
     ceiling = (params["roofline"] or {}).get("ceiling_tok_s")
     result["roofline"] = params["roofline"]

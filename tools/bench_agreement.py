@@ -45,8 +45,7 @@ REMOTE = "/tmp/vllm-fleet-agreement"
 DRIVER = r'''
 import contextlib, gc, json, sys, time, urllib.request
 sys.path.insert(0, sys.argv[1])
-from module_utils.vllm_bench import run_load
-from module_utils.vllm_probe import make_client
+from module_utils.vllm_bench import Endpoint, run_load
 from vllm.benchmarks.datasets import RandomDataset
 from vllm.tokenizers import get_tokenizer
 from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -56,7 +55,7 @@ w = json.load(open(sys.argv[2]))
 parser = FlexibleArgumentParser()
 serve.add_cli_args(parser)
 tokenizer = get_tokenizer(w["tokenizer"])
-client = make_client(w["url"] + "/v1", "", 300.0)
+endpoint = Endpoint(w["url"] + "/v1", "", 300.0)
 
 
 def vllm_side(seed):
@@ -82,7 +81,7 @@ def our_side(seed):
     # no initial test request by default) nothing before them: each side opens its connections in
     # its timed window.
     prompts = sample(seed, w["num_prompts"])
-    load = run_load(client, w["model"], prompts, w["output_len"], w["concurrency"]).as_dict()
+    load = run_load(endpoint, w["model"], prompts, w["output_len"], w["concurrency"]).as_dict()
     if load["failed"]:
         raise SystemExit(f"our client saw {load['failed']} failed requests: {load['errors']}")
     return {"output_throughput": load["output_throughput"], "ttft_mean": load["ttft_ms"]["mean"],
@@ -137,16 +136,14 @@ serve.main(parser.parse_args(sys.argv[1:]))
 OURS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from module_utils.vllm_bench import run_load
-from module_utils.vllm_probe import make_client
+from module_utils.vllm_bench import Endpoint, run_load
 from vllm.benchmarks.datasets import RandomDataset
 from vllm.tokenizers import get_tokenizer
 base_url, model, prompts, input_len, output_len, concurrency, seed, tokenizer = sys.argv[2:10]
 requests = RandomDataset(random_seed=int(seed)).sample(
     tokenizer=get_tokenizer(tokenizer), num_requests=int(prompts), input_len=int(input_len),
     output_len=int(output_len))
-client = make_client(base_url + "/v1", "", 300.0)
-load = run_load(client, model, [request.prompt for request in requests], int(output_len), int(concurrency))
+load = run_load(Endpoint(base_url + "/v1", "", 300.0), model, [request.prompt for request in requests], int(output_len), int(concurrency))
 print(json.dumps(load.as_dict()))
 """
 

@@ -5,7 +5,8 @@
       [--gguf model.gguf --num-gpus 8 [--bandwidth-gbs 1792 | --gpu-name "NVIDIA H200"]] [--json out.json]
 
 Prints the figures (single-stream decode, each concurrency level, roofline) and optionally writes
-the whole result as JSON. Needs the openai package (and gguf for --gguf).
+the whole result as JSON. Needs the openai and aiohttp packages (and gguf for --gguf); a vLLM
+venv has them.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from module_utils.roofline import roofline_for  # noqa: E402
-from module_utils.vllm_bench import BenchPlan, benchmark_service, coherence_cases, summary_lines  # noqa: E402
+from module_utils.vllm_bench import BenchPlan, Endpoint, benchmark_service, coherence_cases, summary_lines  # noqa: E402
 from module_utils.vllm_probe import make_client, wait_for_health  # noqa: E402
 
 
@@ -51,7 +52,7 @@ def main() -> int:
                      concurrency=args.concurrency, requests_per_level=args.requests_per_level,
                      max_tokens=args.max_tokens, prompt_words=args.prompt_words)
     cases = coherence_cases(json.loads(args.coherence.read_text())) if args.coherence else []
-    result = benchmark_service(client, args.model, plan, cases)
+    result = benchmark_service(client, Endpoint(args.base_url, args.api_key, 600.0), args.model, plan, cases)
     if args.gguf:
         roofline = roofline_for(args.gguf, args.num_gpus, args.gpu_name, args.bandwidth_gbs)
         result["roofline"] = roofline.as_dict()

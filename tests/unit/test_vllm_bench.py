@@ -3,7 +3,6 @@ and the load generator against a real local HTTP server that streams like vLLM."
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -13,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from module_utils.vllm_bench import (
-    BenchError, CoherenceCase, RequestRecord, Summary, astream_completion, coherence_cases, judge, make_prompts,
+    BenchError, CoherenceCase, Endpoint, RequestRecord, StreamTimer, Summary, coherence_cases, judge, make_prompts,
     percentile, run_load, single_stream_decode, stream_completion, summarize, summary_lines,
 )
 
@@ -128,96 +127,32 @@ def test_single_stream_decode_from_tpot_and_wall():
         single_stream_decode(summarize([record], concurrency=4, duration=1.5))
 
 
-class AsyncStreamedResponse:
-    def __init__(self, lines):
-        self.lines = lines
-
-    async def __aenter__(self):
-        return self
-
-    async def __aexit__(self, *exc):
-        return False
-
-    async def iter_lines(self):
-        for line in self.lines:
-            await asyncio.sleep(0)  # another request's task may run between two lines
-            yield line
-
-
-class ScriptedAsyncClient:
-    """The async twin of ScriptedClient (shaped like openai.AsyncOpenAI's streaming-response mode)."""
-
-    def __init__(self, clock: Clock, script: list[tuple[float, str]]) -> None:
-        self.clock = clock
-        self.script = script
-        self.calls: list[dict] = []
-        self.completions = streaming_client(self.create)
-
-    def create(self, **kwargs):
-        self.calls.append(kwargs)
-        clock, script = self.clock, self.script
-
-        class Response(AsyncStreamedResponse):
-            async def iter_lines(self):
-                for gap, item in script:
-                    await asyncio.sleep(0)
-                    clock.now += gap
-                    yield item
-                    yield ""
-                yield "data: [DONE]"
-        return Response([])
-
-
-def test_async_stream_times_like_the_sync_one():
+def test_stream_timer_counts_every_chunk_with_a_choice_as_a_step():
     clock = Clock()
-    client = ScriptedAsyncClient(clock, [(0.5, chunk("a")), (0.1, chunk("")), (0.3, chunk("cd")),
-                                         (0.0, chunk(usage=(7, 5)))])
-    record = asyncio.run(astream_completion(client, "m", [1, 2, 3], 4, clock=clock))
+    timer = StreamTimer(clock)
+    for gap, line in [(0.5, chunk("a")), (0.0, ""), (0.1, chunk("")), (0.3, chunk("cd")), (0.0, ": comment"),
+                      (0.0, chunk(usage=(7, 5))), (0.2, "data: [DONE]")]:
+        clock.now += gap
+        timer.line(line)
+    record = timer.done()
     assert record.ok
     assert record.ttft == pytest.approx(0.5)
     # a chunk whose text is empty (an incomplete multi-byte character) is still a step
     assert record.itl == pytest.approx([0.1, 0.3])
+    # the latency ends at the last step, not at [DONE]
     assert record.latency == pytest.approx(0.9)
     assert (record.prompt_tokens, record.completion_tokens) == (7, 5)
-    assert client.calls[0]["prompt"] == [1, 2, 3] and client.calls[0]["stream"] is True
 
 
-def test_async_stream_error_is_recorded_not_raised():
-    def refuse(**_):
-        raise ConnectionError("refused")
-    client = SimpleNamespace(completions=streaming_client(refuse))
-    record = asyncio.run(astream_completion(client, "m", "p", 4))
-    assert not record.ok and "ConnectionError: refused" in record.error
+def test_run_load_against_a_closed_port_records_every_request_as_failed():
+    import socket
 
-
-def test_run_load_keeps_concurrency_bound_and_starts_in_prompt_order():
-    in_flight, peak, started = 0, 0, []
-
-    class Counting:
-        def __init__(self):
-            self.completions = streaming_client(self.create)
-
-        def create(self, prompt, **_):
-            class Response(AsyncStreamedResponse):
-                async def __aenter__(self):
-                    nonlocal in_flight, peak
-                    started.append(prompt)
-                    in_flight += 1
-                    peak = max(peak, in_flight)
-                    await asyncio.sleep(0.01)
-                    return self
-
-                async def __aexit__(self, *exc):
-                    nonlocal in_flight
-                    in_flight -= 1
-                    return False
-            return Response([chunk("x"), chunk(usage=(3, 1)), "data: [DONE]"])
-
-    prompts = make_prompts(12, 8)
-    load = run_load(Counting(), "m", prompts, 1, concurrency=3)
-    assert load.completed == 12 and load.output_tokens == 12
-    assert peak == 3
-    assert started == prompts
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    load = run_load(Endpoint(f"http://127.0.0.1:{port}/v1", timeout=5.0), "m", ["a", "b", "c"], 4, concurrency=2)
+    assert (load.requests, load.completed, load.failed) == (3, 0, 3)
+    assert all("ClientConnectorError" in error for error in load.errors), load.errors
 
 
 class VllmLikeHandler(BaseHTTPRequestHandler):
@@ -229,6 +164,7 @@ class VllmLikeHandler(BaseHTTPRequestHandler):
     in_flight = peak = 0
     connections: set = set()
     prompts: list = []
+    authorizations: list = []
 
     def log_message(self, *args):
         pass
@@ -247,7 +183,16 @@ class VllmLikeHandler(BaseHTTPRequestHandler):
             cls.peak = max(cls.peak, cls.in_flight)
             cls.connections.add(self.client_address)
             cls.prompts.append(request["prompt"])
+            cls.authorizations.append(self.headers.get("Authorization"))
         try:
+            if request["prompt"] == "bad":
+                body = b'{"error": {"message": "bad prompt"}}'
+                self.send_response(400, "Bad Request")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
             assert request["stream"] and request["stream_options"] == {"include_usage": True}
             assert request["ignore_eos"] is True
             self.send_response(200)
@@ -274,6 +219,7 @@ def vllm_like_server():
     VllmLikeHandler.in_flight = VllmLikeHandler.peak = 0
     VllmLikeHandler.connections = set()
     VllmLikeHandler.prompts = []
+    VllmLikeHandler.authorizations = []
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
@@ -281,16 +227,14 @@ def vllm_like_server():
     server.server_close()
 
 
-def test_run_load_through_the_real_openai_client(vllm_like_server):
-    """The sync OpenAI client goes in; its async twin streams from a real HTTP server."""
-    from openai import OpenAI
-
-    client = OpenAI(base_url=vllm_like_server, api_key="EMPTY", timeout=30.0, max_retries=0)
+def test_run_load_streams_from_a_real_http_server(vllm_like_server):
     prompts = [[index, 1, 2, 3, 4] for index in range(8)]
-    load = run_load(client, "m", prompts, 4, concurrency=4)
+    load = run_load(Endpoint(vllm_like_server, "sk-test", 30.0), "m", prompts, 4, concurrency=4)
     assert load.failed == 0, load.errors
     assert (load.completed, load.output_tokens, load.input_tokens) == (8, 32, 40)
     assert VllmLikeHandler.peak == 4
+    assert sorted(VllmLikeHandler.prompts) == prompts
+    assert VllmLikeHandler.authorizations == ["Bearer sk-test"] * 8
     # requests ride on at most `concurrency` connections (kept alive and reused)
     assert len(VllmLikeHandler.connections) <= 4
     # the server waits 50 ms before the first chunk and 10 ms between chunks: the client sees it
@@ -298,21 +242,46 @@ def test_run_load_through_the_real_openai_client(vllm_like_server):
     assert 8.0 <= load.itl_ms.median < 200.0
     # two waves of four requests, each at least 50 + 3 * 10 ms
     assert load.duration_s >= 0.16
+
+
+def test_run_load_keeps_the_concurrency_bound_and_sends_no_key_when_there_is_none(vllm_like_server):
+    prompts = make_prompts(9, 4)
+    load = run_load(Endpoint(vllm_like_server), "m", prompts, 4, concurrency=3)
+    assert load.completed == 9
+    assert VllmLikeHandler.peak == 3
+    # started in prompt order: the first three requests are the first three prompts
+    assert sorted(VllmLikeHandler.prompts[:3]) == sorted(prompts[:3])
+    assert VllmLikeHandler.authorizations == [None] * 9
+
+
+def test_run_load_records_an_http_error_with_its_status(vllm_like_server):
+    load = run_load(Endpoint(vllm_like_server), "m", ["good", "bad"], 4, concurrency=2)
+    assert (load.completed, load.failed) == (1, 1)
+    assert "HTTP 400 Bad Request" in load.errors[0] and "bad prompt" in load.errors[0]
+
+
+def test_sync_stream_through_the_openai_client(vllm_like_server):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=vllm_like_server, api_key="EMPTY", timeout=30.0, max_retries=0)
     record = stream_completion(client, "m", "a prompt", 4)
     assert record.ok and record.completion_tokens == 4 and record.ttft >= 0.04
 
 
 def test_run_load_warmup_goes_first_and_is_not_counted(vllm_like_server):
-    from openai import OpenAI
-
-    client = OpenAI(base_url=vllm_like_server, api_key="EMPTY", timeout=30.0, max_retries=0)
     prompts = [[index, 7, 7] for index in range(4)]
-    load = run_load(client, "m", prompts, 4, concurrency=2, warmup=[99, 7, 7])
+    load = run_load(Endpoint(vllm_like_server), "m", prompts, 4, concurrency=2, warmup=[99, 7, 7])
     assert VllmLikeHandler.prompts[0] == [99, 7, 7]
     assert sorted(VllmLikeHandler.prompts[1:]) == prompts
     assert (load.requests, load.completed, load.input_tokens) == (4, 4, 12)
     # the warm-up's connection is kept and reused by the timed requests
     assert len(VllmLikeHandler.connections) <= 2
+
+
+def test_a_failed_warmup_stops_the_load(vllm_like_server):
+    with pytest.raises(BenchError, match="warm-up request failed: .*HTTP 400"):
+        run_load(Endpoint(vllm_like_server), "m", ["a"], 4, concurrency=1, warmup="bad")
+    assert VllmLikeHandler.prompts == ["bad"]
 
 
 def test_benchmark_service_against_a_streaming_server(vllm_like_server):
@@ -323,7 +292,7 @@ def test_benchmark_service_against_a_streaming_server(vllm_like_server):
     client = OpenAI(base_url=vllm_like_server, api_key="EMPTY", timeout=30.0, max_retries=0)
     plan = BenchPlan(decode_requests=2, decode_max_tokens=4, concurrency=[1, 3], requests_per_level=3,
                      max_tokens=4, prompt_words=8)
-    result = benchmark_service(client, "m", plan, [])
+    result = benchmark_service(client, Endpoint(vllm_like_server), "m", plan, [])
     assert result["decode"]["requests"] == 2 and result["decode"]["output_tokens"] == 8
     assert [level["completed"] for level in result["levels"]] == [3, 3]
     # one warm-up, then per load one warm-up and its requests: every prompt distinct (no prefix cache help)
