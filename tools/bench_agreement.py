@@ -253,7 +253,10 @@ def parse_args() -> argparse.Namespace:
                         help="an A/A run: our client on both sides (what the method alone makes of two equal clients)")
     parser.add_argument("--processes", action="store_true",
                         help="each run a fresh process (the vllm bench serve CLI as typed) instead of one driver")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.self_check and args.processes:
+        parser.error("--self-check runs in the one driver process; leave out --processes")
+    return args
 
 
 def main() -> int:
@@ -267,6 +270,8 @@ def main() -> int:
                         f"wait_for_health('{url}/v1', '', 900)"])
     loadavg = " ".join(sh(args.container, ["cat", "/proc/loadavg"]).split()[:3])
     print(f"load average before: {loadavg}", flush=True)
+    # A/A (--self-check): our client on the other side too, so the "vllm bench serve" column is ours again.
+    other = "ours again (A/A)" if args.self_check else "vllm bench serve"
     ours, theirs = [], []
     rounds = rounds_in_processes if args.processes else rounds_in_one_process
     for round_no, a, b in rounds(args, python, url):
@@ -274,7 +279,7 @@ def main() -> int:
         theirs.append(b)
         order = "ours first" if round_no % 2 else "vllm first"
         print(f"round {round_no:2} ({order}): ours {a['output_throughput']:.1f} tok/s, TTFT {a['ttft_mean']:.1f} ms"
-              f" | vllm bench serve {b['output_throughput']:.1f} tok/s, TTFT {b['ttft_mean']:.1f} ms"
+              f" | {other} {b['output_throughput']:.1f} tok/s, TTFT {b['ttft_mean']:.1f} ms"
               f" | ratios {a['output_throughput'] / b['output_throughput']:.3f}, {a['ttft_mean'] / b['ttft_mean']:.3f}"
               + (f" | server's TTFT {a['server_ttft_mean']:.1f} / {b['server_ttft_mean']:.1f} ms"
                  f" | client CPU {a['client_cpu_s']:.2f} / {b['client_cpu_s']:.2f} s" if "client_cpu_s" in a else ""),
@@ -287,7 +292,7 @@ def main() -> int:
           f"greedy; {args.rounds} rounds after one warm-up run each, order alternating, {how}; server {url}")
     # Each round's pair ran back to back, so the median of the pairs' ratios is what a busy
     # machine's bursts disturb least; the ratio of the means is printed beside it.
-    print(f"{'figure':22} {'verify (ours)':>14} {'vllm bench serve':>17} {'ratio of means':>15} "
+    print(f"{'figure':22} {'verify (ours)':>14} {other:>17} {'ratio of means':>15} "
           f"{'median pair ratio':>18}")
     worst = 0.0
     for key, label in (("output_throughput", "output tok/s"), ("ttft_mean", "TTFT mean ms"),
