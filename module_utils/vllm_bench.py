@@ -9,8 +9,8 @@ A load runs the way `vllm bench serve` drives one, on the HTTP client it uses (a
 request a task on one asyncio event loop, at most `concurrency` in flight behind a semaphore and
 on as many kept-alive connections, started in prompt order. The client shares the cores of a
 server on the same host (the test hosts, a GPU host verifying itself), and what it burns the
-server lacks: measured on the test host, httpx (under the OpenAI client) took 2.2x the CPU of
-aiohttp for the same streams, and the figures came out 6 % (throughput) and 17 % (TTFT) off
+server lacks: measured on the test host, the OpenAI client (httpx underneath) took 2-3x the CPU
+of aiohttp for the same streams, and the figures came out 6 % (throughput) and 17 % (TTFT) off
 `vllm bench serve`'s. Each stream is read to its end (past [DONE]), so its connection goes back to
 the pool for the next request; one left unread is closed, and every request would pay a new one.
 
