@@ -25,6 +25,10 @@ class LocalFleet:
     prefix: str = "vllm-fleet-roll"
     size: int = 3
     port_base: int = 2240
+    # --enforce-eager: no torch.compile at start. A cold compile costs ~40 s of the two cores per
+    # host, and three at once starve one another; the fleet tests are about releases, drains and
+    # rollbacks, not about what compilation does to a start.
+    enforce_eager: bool = False
     inventory: Path = field(default_factory=Path)
 
     @property
@@ -79,6 +83,8 @@ class LocalFleet:
         # Several CPU vLLMs share two cores: a short verify plan.
         local["verify_plan"] = {"decode_requests": 1, "decode_max_tokens": 64, "concurrency": [2],
                                 "requests_per_level": 4, "max_tokens": 32, "prompt_words": 32}
+        if self.enforce_eager:
+            local["vllm_service_extra_args"] = ["--enforce-eager"]
         (root / "group_vars" / "all" / "main.yml").write_text(yaml.safe_dump(local, sort_keys=False))
 
 

@@ -35,7 +35,7 @@ def cli(testbed: LocalFleet, *args: str, json_file: Path) -> tuple[int, dict, st
 @pytest.fixture(scope="package")
 def fleet(tmp_path_factory) -> Iterator[LocalFleet]:
     os.environ["PATH"] = ansible_env()["PATH"]
-    testbed = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE)
+    testbed = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE, enforce_eager=True)
     # VLLM_FLEET_ROLL_REUSE=1 keeps test hosts left by an earlier run (while working on the tests).
     reuse = os.environ.get("VLLM_FLEET_ROLL_REUSE") == "1"
     testbed.up(fresh=not reuse)
