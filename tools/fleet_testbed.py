@@ -84,7 +84,7 @@ class LocalFleet:
         local["verify_plan"] = {"decode_requests": 1, "decode_max_tokens": 64, "concurrency": [2],
                                 "requests_per_level": 4, "max_tokens": 32, "prompt_words": 32}
         if self.enforce_eager:
-            local["vllm_service_extra_args"] = ["--enforce-eager"]
+            local["vllm_service_extra_args"] = [*local.get("vllm_service_extra_args", []), "--enforce-eager"]
         (root / "group_vars" / "all" / "main.yml").write_text(yaml.safe_dump(local, sort_keys=False))
 
 
