@@ -36,9 +36,9 @@ ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 MOLECULE_STEPS = ["check", "converge", "idempotence", "verify"]
 
 
-def assert_molecule_scenario_passes(scenario: str, **extra_env: str) -> None:
+def assert_molecule_scenario_passes(scenario: str, **extra_env: str) -> str:
     """`molecule test -s scenario`: its sequence has check -> converge -> idempotence -> verify, and
-    molecule's closing summary says every action ran and succeeded."""
+    molecule's closing summary says every action ran and succeeded. Returns molecule's output."""
     config = yaml.safe_load((REPO_ROOT / "molecule" / scenario / "molecule.yml").read_text())
     sequence = config["scenario"]["test_sequence"]
     assert [step for step in sequence if step in MOLECULE_STEPS] == MOLECULE_STEPS
@@ -50,3 +50,21 @@ def assert_molecule_scenario_passes(scenario: str, **extra_env: str) -> None:
     assert summary, output[-3000:]
     actions, successful, failed = map(int, summary.groups())
     assert actions == successful == len(sequence) and failed == 0, summary.group(0)
+    return output
+
+
+TASK_HEADER = re.compile(r"^(?:TASK|RUNNING HANDLER) \[(?:(\w+) : )?(.+?)\] \*+$")
+
+
+def changed_role_tasks(output: str, roles: tuple[str, ...]) -> list[str]:
+    """'role : task' for every task of these roles that ansible-playbook's output shows as changed."""
+    changed, current = [], None
+    for line in output.splitlines():
+        header = TASK_HEADER.match(line)
+        if header:
+            current = f"{header.group(1)} : {header.group(2)}" if header.group(1) in roles else None
+        elif line.startswith(("PLAY ", "PLAY RECAP")):
+            current = None
+        elif current and line.startswith("changed:") and current not in changed:
+            changed.append(current)
+    return changed

@@ -10,6 +10,14 @@ APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client ipr
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
+# With VLLM_FLEET_PHASES set (.ci/run sets it), each step's start and end are appended there.
+timed() {
+  local name=$1 start; shift
+  start=$(date +%s.%N)
+  "$@"
+  [[ -z ${VLLM_FLEET_PHASES:-} ]] || printf '%s\t%s\t%s\n' "$name" "$start" "$(date +%s.%N)" >> "$VLLM_FLEET_PHASES"
+}
+
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
 install_apt_packages() {
@@ -49,7 +57,7 @@ check_wheelhouse_python() {
   python3.11 -c 'import sys' >/dev/null 2>&1 || { log "python3.11 is needed to download the cpu wheelhouse"; exit 1; }
 }
 
-install_apt_packages
-install_controller_venv
+timed "bootstrap: Debian packages" install_apt_packages
+timed "bootstrap: controller venv" install_controller_venv
 check_wheelhouse_python
-"$REPO_ROOT/tools/testhost.sh" image
+timed "bootstrap: test-host image" "$REPO_ROOT/tools/testhost.sh" image

@@ -15,6 +15,8 @@ from pathlib import Path
 import ansible_runner
 import yaml
 
+from tests.harness import timings
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEMO_MODEL_DIR = REPO_ROOT / "files" / "models" / "demo-qwen3"
 RELEASES = "/opt/vllm-fleet/releases"
@@ -29,6 +31,8 @@ class LocalFleet:
     # host, and three at once starve one another; the fleet tests are about releases, drains and
     # rollbacks, not about what compilation does to a start.
     enforce_eager: bool = False
+    # The image the vLLM hosts start from (empty: the bare test-host image); the balancer is bare.
+    image: str = ""
     inventory: Path = field(default_factory=Path)
 
     @property
@@ -55,7 +59,8 @@ class LocalFleet:
         for host in [self.lb, *self.hosts]:
             if fresh:
                 testhost("down", host)
-            testhost("up", host, *map(str, self.ports(host)))
+            image = self.image if host != self.lb else ""
+            testhost("up", host, *map(str, self.ports(host)), image=image)
 
     def down(self) -> None:
         for host in [self.lb, *self.hosts]:
@@ -96,8 +101,9 @@ class PlayRun:
     seconds: float
 
 
-def testhost(*args: str) -> None:
-    subprocess.run([str(REPO_ROOT / "tools" / "testhost.sh"), *args], check=True)
+def testhost(*args: str, image: str = "") -> None:
+    env = {**os.environ, "VLLM_FLEET_TESTHOST_IMAGE": image} if image else None
+    subprocess.run([str(REPO_ROOT / "tools" / "testhost.sh"), *args], check=True, env=env)
 
 
 def run_playbook(inventory: Path, playbook: str, workdir: Path, results_dir: Path, **extravars) -> PlayRun:
@@ -110,7 +116,9 @@ def run_playbook(inventory: Path, playbook: str, workdir: Path, results_dir: Pat
                  "VLLM_FLEET_RESULTS_DIR": str(results_dir)},
         quiet=True,
     )
-    return PlayRun(result.rc, result.stdout.read(), list(result.events), time.perf_counter() - started)
+    events, seconds = list(result.events), time.perf_counter() - started
+    timings.record_play(playbook, events, seconds)
+    return PlayRun(result.rc, result.stdout.read(), events, seconds)
 
 
 def on(host: str, command: str, check: bool = True) -> str:

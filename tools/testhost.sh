@@ -5,6 +5,8 @@
 #   tools/testhost.sh image                       build the image if it is missing
 #                                                 (VLLM_FLEET_TESTHOST_SUITE=trixie: a Debian 13 image)
 #   tools/testhost.sh up NAME SSH_PORT API_PORT   create/start NAME (reused if present)
+#                                                 (VLLM_FLEET_TESTHOST_IMAGE: start it from another
+#                                                 image, e.g. the golden one of tests/harness/golden.py)
 #   tools/testhost.sh down NAME                   remove NAME
 #   tools/testhost.sh key                         print the SSH private key path
 set -euo pipefail
@@ -13,6 +15,7 @@ REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 STATE_DIR=${VLLM_FLEET_STATE_DIR:-$REPO_ROOT/.cache/testhost}
 SUITE=${VLLM_FLEET_TESTHOST_SUITE:-bookworm}
 IMAGE=localhost/vllm-fleet-testhost:$SUITE
+HOST_IMAGE=${VLLM_FLEET_TESTHOST_IMAGE:-$IMAGE}
 SSH_KEY=$STATE_DIR/id_ed25519
 SHM_SIZE=${VLLM_FLEET_TESTHOST_SHM:-2g}
 PACKAGES=systemd,systemd-sysv,dbus,openssh-server,python3,iproute2,sudo,ca-certificates
@@ -111,11 +114,11 @@ up() {
     [[ $(podman inspect -f '{{.State.Running}}' "$name") == true ]] || podman start "$name" >/dev/null
     log "reusing $name"
   else
-    log "creating $name (ssh 127.0.0.1:$ssh_port, api 127.0.0.1:$api_port)"
+    log "creating $name from $HOST_IMAGE (ssh 127.0.0.1:$ssh_port, api 127.0.0.1:$api_port)"
     podman run -d --name "$name" --hostname "$name" --systemd=always \
       --shm-size="$SHM_SIZE" --cap-add=SYS_PTRACE --ulimit "nofile=$(ulimit -Hn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
       -p "127.0.0.1:$ssh_port:22" -p "127.0.0.1:$api_port:8000" \
-      "$IMAGE" /sbin/init >/dev/null
+      "$HOST_IMAGE" /sbin/init >/dev/null
     podman exec "$name" sh -c "printf '127.0.1.1 %s\n' '$name' >> /etc/hosts"
   fi
   # The key belongs to this checkout (.cache), not to the image, which other checkouts share.

@@ -14,6 +14,7 @@ import ansible_runner
 import pytest
 
 from tests.conftest import DEMO_MODEL_DIR, REPO_ROOT, ansible_env
+from tests.harness import golden, timings
 from tools.fleet_testbed import testhost
 
 # Overridable so that several checkouts can run their end-to-end tests side by side.
@@ -81,13 +82,16 @@ def run_playbook(workdir: Path, playbook: str = "site.yml", cmdline: str = "", *
         quiet=True,
     )
     stats = result.stats or {}
+    events = list(result.events)
+    seconds = time.perf_counter() - started
+    timings.record_play(playbook, events, seconds)
     return PlayRun(
         rc=result.rc,
         changed=sum(stats.get("changed", {}).values()),
         failed=bool(stats.get("failures") or stats.get("dark")),
         output=result.stdout.read(),
-        seconds=time.perf_counter() - started,
-        events=list(result.events),
+        seconds=seconds,
+        events=events,
     )
 
 
@@ -108,12 +112,38 @@ def fresh_host() -> Iterator[None]:
     testhost("down", HOST)
 
 
+# The one deploy from a bare host. Its converged host becomes the golden image that molecule and
+# the fleet start from (tests/harness/golden.py).
 @pytest.fixture(scope="package")
 def first_run(tmp_path_factory) -> PlayRun:
-    return run_playbook(tmp_path_factory.mktemp("run1"))
+    run = run_playbook(tmp_path_factory.mktemp("run1"))
+    if run.rc == 0:
+        golden.capture(HOST)
+    return run
 
 
 @pytest.fixture
 def deployed(first_run: PlayRun) -> PlayRun:
     assert first_run.rc == 0, first_run.output[-6000:]
     return first_run
+
+
+GLM5_MODULE = "tests/e2e/test_glm5.py"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The GLM-5 module runs last among the e2e tests: it leaves the host on a GLM-5 release, and
+    any e2e test after it would first need the demo model deployed again (about 3 minutes)."""
+    e2e = [i for i, item in enumerate(items) if item.nodeid.startswith("tests/e2e/")]
+    if not e2e:
+        return
+    glm5 = [item for item in items if item.nodeid.startswith(GLM5_MODULE)]
+    rest = [item for item in items[e2e[0]:e2e[-1] + 1] if not item.nodeid.startswith(GLM5_MODULE)]
+    items[e2e[0]:e2e[-1] + 1] = rest + glm5
+
+
+def e2e_tests_after(request: pytest.FixtureRequest, module: str) -> bool:
+    """Whether an e2e test of another module runs after this module's tests in this session."""
+    items = request.session.items
+    last = max(i for i, item in enumerate(items) if item.nodeid.startswith(module))
+    return any(item.nodeid.startswith("tests/e2e/") for item in items[last + 1:])

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import GLM5_REFERENCE_DIR, REPO_ROOT
-from tests.e2e.conftest import API_PORT, HOST, PlayRun, on_host, run_playbook, service_state
+from tests.e2e.conftest import API_PORT, GLM5_MODULE, HOST, PlayRun, e2e_tests_after, on_host, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
@@ -58,11 +58,14 @@ def tiny_glm5(tmp_path_factory) -> Path:
     return out
 
 
+# The module runs last among the e2e tests (conftest), so the demo model is only put back when a
+# later e2e test was selected to run after it (e.g. with -k or an explicit order).
 @pytest.fixture(scope="module", autouse=True)
-def back_to_the_demo_model(first_run: PlayRun, tmp_path_factory) -> Iterator[None]:
+def back_to_the_demo_model(request: pytest.FixtureRequest, first_run: PlayRun, tmp_path_factory) -> Iterator[None]:
     yield
-    restored = run_playbook(tmp_path_factory.mktemp("restore"))
-    assert restored.rc == 0, restored.output[-4000:]
+    if e2e_tests_after(request, GLM5_MODULE):
+        restored = run_playbook(tmp_path_factory.mktemp("restore"))
+        assert restored.rc == 0, restored.output[-4000:]
 
 
 def test_unpatched_plugin_fails_fast_naming_the_gguf_problem(deployed: PlayRun, tiny_glm5: Path, tmp_path: Path):

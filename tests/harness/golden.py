@@ -1,0 +1,158 @@
+"""The golden test host: a podman image of a test host that python_env, vllm and model have
+converged (venv installed from the wheelhouse, demo model placed), with no service state and no
+secrets. The from-scratch path is proven once (the e2e first deploy, whose host is captured here);
+molecule and the fleet start from this image, and their runs assert that python_env and model
+then report no change.
+
+The image is keyed by a hash of everything that shapes a converged host: the roles and code that
+build it, the pins, the demo model, the base image and this recipe. A key change builds a new one.
+
+    python -m tests.harness.golden [--build]   print the image for this checkout (build it with --build)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BASE_IMAGE = "localhost/vllm-fleet-testhost:bookworm"
+REPOSITORY = "localhost/vllm-fleet-golden"
+RECORDS = REPO_ROOT / ".cache" / "golden"
+# What a converged python_env/vllm/model host depends on (directories are hashed file by file).
+KEY_INPUTS = ["roles/python_env", "roles/vllm", "roles/model", "library", "module_utils", "filter_plugins",
+              "files/models/demo-qwen3", "files/patches", "inventory/local", "playbooks/deploy.yml",
+              "tools/testhost.sh", "tests/harness/golden.py"]
+# The roles the image holds the result of; a run on a golden host must report none of them changed.
+CONVERGED_ROLES = ("python_env", "model")
+BUILD_HOST = "vllm-fleet-golden-build"
+
+# Run inside a container made from the captured host: drop what vllm_service made (unit, env and
+# secrets, releases, the service user and its caches), the journal, the machine and SSH identity.
+# (/etc/hosts is podman's per container, so the host's own name line is not in the image.)
+# Each host made from the image gets its own SSH host keys at boot.
+SCRUB = r"""
+set -e
+rm -f /etc/systemd/system/multi-user.target.wants/vllm.service /etc/systemd/system/vllm.service
+rm -rf /etc/systemd/system/vllm.service.d /etc/vllm-fleet /opt/vllm-fleet/releases /var/lib/vllm
+if getent passwd vllm >/dev/null; then userdel vllm; fi
+if getent group vllm >/dev/null; then groupdel vllm; fi
+rm -f /etc/ssh/ssh_host_* /root/.ssh/authorized_keys
+rm -rf /var/log/journal/* /tmp/* /var/tmp/* /root/.ansible
+: > /etc/machine-id
+mkdir -p /etc/systemd/system/ssh.service.d
+printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
+  > /etc/systemd/system/ssh.service.d/host-keys.conf
+"""
+
+
+def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(["podman", *args], capture_output=True, text=True)
+    if check and done.returncode != 0:
+        raise RuntimeError(f"podman {args[0]} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
+    return done
+
+
+def _tracked_files(paths: list[str]) -> list[Path]:
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard", *paths],
+                            cwd=REPO_ROOT, check=True, capture_output=True).stdout
+    return sorted(REPO_ROOT / name for name in listed.decode().split("\0") if name)
+
+
+def key() -> str:
+    digest = hashlib.sha256()
+    base = podman("image", "inspect", "--format", "{{.Id}}", BASE_IMAGE, check=False).stdout.strip()
+    digest.update(f"base {base}\n".encode())
+    for path in _tracked_files(KEY_INPUTS):
+        if path.is_file():
+            digest.update(f"{path.relative_to(REPO_ROOT)}\n".encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def image_name(image_key: str | None = None) -> str:
+    return f"{REPOSITORY}:{image_key or key()}"
+
+
+def exists(image: str) -> bool:
+    return podman("image", "exists", image, check=False).returncode == 0
+
+
+def capture(host: str) -> str:
+    """Make the golden image from a converged test host (left running, untouched) unless it exists."""
+    image = image_name()
+    if exists(image):
+        return image
+    started = time.perf_counter()
+    raw, scrubber = f"{image}-raw", f"{BUILD_HOST}-scrub"
+    podman("rm", "-f", scrubber, check=False)
+    podman("commit", "--quiet", host, raw)
+    try:
+        podman("run", "--name", scrubber, "--systemd=false", raw, "/bin/sh", "-c", SCRUB)
+        podman("commit", "--quiet", "--change", 'CMD ["/sbin/init"]', "--change", "STOPSIGNAL SIGRTMIN+3",
+               scrubber, image)
+    finally:
+        podman("rm", "-f", scrubber, check=False)
+        podman("rmi", raw, check=False)
+    _prune_other_keys(image)
+    _write_record(image, host, time.perf_counter() - started)
+    return image
+
+
+def _prune_other_keys(keep: str) -> None:
+    listed = podman("images", "--format", "{{.Repository}}:{{.Tag}}", REPOSITORY, check=False).stdout.split()
+    for old in listed:
+        if old != keep:
+            podman("rmi", old, check=False)
+
+
+def _write_record(image: str, host: str, seconds: float) -> None:
+    RECORDS.mkdir(parents=True, exist_ok=True)
+    size = podman("image", "inspect", "--format", "{{.Size}}", image, check=False).stdout.strip()
+    record = {"image": image, "captured_from": host, "capture_seconds": round(seconds, 1),
+              "size_bytes": int(size or 0), "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    (RECORDS / f"{image.rsplit(':', 1)[1]}.json").write_text(json.dumps(record, indent=2) + "\n")
+
+
+def ensure() -> str:
+    """The golden image for this checkout; built from a bare test host when missing (the e2e run
+    captures it first when it runs in the same session)."""
+    image = image_name()
+    if exists(image):
+        return image
+    testhost = str(REPO_ROOT / "tools" / "testhost.sh")
+    ssh_port = os.environ.get("VLLM_FLEET_GOLDEN_SSH_PORT", "2230")
+    subprocess.run([testhost, "down", BUILD_HOST], check=True)
+    subprocess.run([testhost, "up", BUILD_HOST, ssh_port, os.environ.get("VLLM_FLEET_GOLDEN_API_PORT", "8030")],
+                   check=True, env={**os.environ, "VLLM_FLEET_TESTHOST_IMAGE": BASE_IMAGE})
+    try:
+        converge = subprocess.run(
+            [str(REPO_ROOT / ".venv" / "bin" / "ansible-playbook"), "-i", "inventory/local", "playbooks/deploy.yml",
+             # Skipping (not selecting) tags: the prechecks' facts are set by untagged included tasks.
+             "--skip-tags", "vllm_service", "-e", "model_restart_service=false"],
+            cwd=REPO_ROOT, capture_output=True, text=True,
+            env={**os.environ, "VLLM_FLEET_LOCAL_SSH_PORT": ssh_port, "ANSIBLE_NOCOLOR": "1"})
+        if converge.returncode != 0:
+            raise RuntimeError(f"golden host converge failed:\n{converge.stdout[-6000:]}{converge.stderr[-2000:]}")
+        return capture(BUILD_HOST)
+    finally:
+        subprocess.run([testhost, "down", BUILD_HOST], check=True)
+
+
+def changed_tasks(events: list[dict], roles: tuple[str, ...] = CONVERGED_ROLES) -> list[str]:
+    """'host: role : task' for each task of these roles that reported a change (ansible-runner events)."""
+    changed = []
+    for event in events:
+        data = event.get("event_data", {})
+        if event.get("event") == "runner_on_ok" and data.get("role") in roles and data.get("res", {}).get("changed"):
+            changed.append(f"{data.get('host')}: {data.get('role')} : {data.get('task')}")
+    return changed
+
+
+if __name__ == "__main__":
+    print(ensure() if "--build" in sys.argv[1:] else image_name())
