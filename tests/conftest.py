@@ -3,6 +3,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -38,19 +39,24 @@ MOLECULE_STEPS = ["check", "converge", "idempotence", "verify"]
 
 def assert_molecule_scenario_passes(scenario: str, **extra_env: str) -> str:
     """`molecule test -s scenario`: its sequence has check -> converge -> idempotence -> verify, and
-    molecule's closing summary says every action ran and succeeded. Returns molecule's output."""
+    molecule's closing summary says every action ran and succeeded. Returns the ansible-playbook
+    output of every step, unwrapped (ansible's own log, not molecule's boxed rendering of it)."""
     config = yaml.safe_load((REPO_ROOT / "molecule" / scenario / "molecule.yml").read_text())
     sequence = config["scenario"]["test_sequence"]
     assert [step for step in sequence if step in MOLECULE_STEPS] == MOLECULE_STEPS
-    result = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO_ROOT, env=ansible_env(**extra_env),
-                            capture_output=True, text=True, timeout=1800)
+    with tempfile.TemporaryDirectory() as scratch:
+        ansible_log = Path(scratch) / "ansible.log"
+        result = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO_ROOT,
+                                env=ansible_env(ANSIBLE_LOG_PATH=str(ansible_log), **extra_env),
+                                capture_output=True, text=True, timeout=1800)
+        played = ansible_log.read_text() if ansible_log.exists() else ""
     output = ANSI_ESCAPE.sub("", result.stdout + result.stderr)
     assert result.returncode == 0, output[-8000:]
     summary = re.search(rf"{scenario}\s+: actions=(\d+)\s+successful=(\d+)\s+.*failed=(\d+)", output)
     assert summary, output[-3000:]
     actions, successful, failed = map(int, summary.groups())
     assert actions == successful == len(sequence) and failed == 0, summary.group(0)
-    return output
+    return "\n".join(line.split("| ", 1)[-1] for line in played.splitlines())
 
 
 TASK_HEADER = re.compile(r"^(?:TASK|RUNNING HANDLER) \[(?:(\w+) : )?(.+?)\] \*+$")

@@ -1,6 +1,7 @@
-"""The vllm_service molecule scenario: check -> converge -> idempotence -> verify on a podman
-systemd host with a real CPU vLLM. The host starts from the golden image (venv and demo model in
-place, no service): python_env and model must change nothing there, in check mode or converge."""
+"""The roles' molecule scenarios: check -> converge -> idempotence -> verify on podman systemd hosts.
+Hosts that need a converged venv and model start from the golden image (tests/harness/golden.py),
+and python_env and model must then change nothing, in check mode or converge: the image is proven
+converged, not assumed. The bare-host path is the e2e first deploy."""
 
 from __future__ import annotations
 
@@ -10,8 +11,40 @@ from tests.conftest import assert_molecule_scenario_passes, changed_role_tasks
 from tests.harness import golden
 
 
+def golden_scenario(scenario: str) -> str:
+    output = assert_molecule_scenario_passes(scenario, VLLM_FLEET_MOLECULE_IMAGE=golden.ensure())
+    assert changed_role_tasks(output, golden.CONVERGED_ROLES) == []
+    return output
+
+
+@pytest.mark.slow
+def test_molecule_python_env_scenario():
+    output = golden_scenario("python_env")
+    assert "TASK [python_env : Install the pinned packages]" in output
+
+
+@pytest.mark.slow
+def test_molecule_vllm_scenario():
+    output = golden_scenario("vllm")
+    # converge patched the venv; idempotence (checked by molecule) found nothing more to do
+    assert "TASK [vllm : Patch the installed packages]" in output
+    assert changed_role_tasks(output, ("vllm",)) == ["vllm : Copy the patch series to the host",
+                                                      "vllm : Patch the installed packages"]
+
+
 @pytest.mark.slow
 def test_molecule_vllm_service_scenario():
-    output = assert_molecule_scenario_passes("vllm_service", VLLM_FLEET_MOLECULE_IMAGE=golden.ensure())
+    output = golden_scenario("vllm_service")
     assert "TASK [python_env : Install the pinned packages]" in output
-    assert changed_role_tasks(output, golden.CONVERGED_ROLES) == []
+
+
+@pytest.mark.slow
+def test_molecule_verify_scenario():
+    output = golden_scenario("verify")
+    assert "coherence: 1/1 cases matched" in output
+
+
+@pytest.mark.slow
+def test_molecule_load_balancer_scenario():
+    output = golden_scenario("load_balancer")
+    assert "TASK [load_balancer : " in output
