@@ -24,9 +24,13 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "localhost/vllm-fleet-testhost:bookworm"
 REPOSITORY = "localhost/vllm-fleet-golden"
 RECORDS = REPO_ROOT / ".cache" / "golden"
-# What a converged python_env/vllm/model host depends on (directories are hashed file by file).
-KEY_INPUTS = ["roles/python_env", "roles/vllm", "roles/model", "library", "module_utils", "filter_plugins",
-              "files/models/demo-qwen3", "files/patches", "inventory/local", "playbooks/deploy.yml",
+# What a host converged by python_env and model depends on (directories are hashed file by file).
+# The demo profile has no patch series, so the vllm role leaves the venv as installed. Anything
+# missed here shows up as a change by python_env or model on a golden host, which the tests assert.
+KEY_INPUTS = ["roles/python_env", "roles/model", "library/model_fetch.py", "library/model_profile_check.py",
+              "library/gguf_model_check.py", "module_utils/model_download.py", "module_utils/model_fetch.py",
+              "module_utils/model_profile.py", "module_utils/model_store.py", "module_utils/gguf_files.py",
+              "filter_plugins", "files/models/demo-qwen3", "inventory/local", "playbooks/deploy.yml",
               "tools/testhost.sh", "tests/harness/golden.py"]
 # The roles the image holds the result of; a run on a golden host must report none of them changed.
 CONVERGED_ROLES = ("python_env", "model")
@@ -45,6 +49,22 @@ if getent group vllm >/dev/null; then groupdel vllm; fi
 rm -f /etc/ssh/ssh_host_* /root/.ssh/authorized_keys
 rm -rf /var/log/journal/* /tmp/* /var/tmp/* /root/.ansible
 : > /etc/machine-id
+# Image layers keep whole-second mtimes: re-hash each placed model file against its manifest and
+# record the mtime it has now, so the model role sees the verified set as placed.
+python3 - <<'PY'
+import hashlib, json, pathlib
+for manifest in pathlib.Path("/var/lib/vllm-fleet/models").glob("*/versions/*/.vllm-fleet-manifest.json"):
+    data = json.loads(manifest.read_text())
+    for name, entry in data["files"].items():
+        path, digest = manifest.parent / name, hashlib.sha256()
+        with path.open("rb") as stream:
+            for chunk in iter(lambda: stream.read(1 << 23), b""):
+                digest.update(chunk)
+        if digest.hexdigest() != entry["sha256"]:
+            raise SystemExit(f"{path}: sha256 differs from its manifest")
+        entry["mtime_ns"] = path.stat().st_mtime_ns
+    manifest.write_text(json.dumps(data, indent=1, sort_keys=True))
+PY
 mkdir -p /etc/systemd/system/ssh.service.d
 printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
   > /etc/systemd/system/ssh.service.d/host-keys.conf
@@ -109,6 +129,9 @@ def _prune_other_keys(keep: str) -> None:
     for old in listed:
         if old != keep:
             podman("rmi", old, check=False)
+    for record in RECORDS.glob("*.json") if RECORDS.is_dir() else []:
+        if record.stem != keep.rsplit(":", 1)[1]:
+            record.unlink()
 
 
 def _write_record(image: str, host: str, seconds: float) -> None:
