@@ -1041,11 +1041,18 @@ def windowed_lines(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter
     window: Any = deque(maxlen=WINDOW_LINES)
     benign: Counter[str] = Counter()
     keep_anyway = [*rules.attempt_start, *rules.stop_requested, *rules.startup_complete]
-    last: LogLine | None = None
-    for index, (message, pid, timestamp, invocation) in enumerate(entries):
-        line = parse_vllm_line(index, message, pid, timestamp, invocation)
-        if line.text.strip():
-            last = line
+    benign_hints = [pattern.hint for pattern in rules.benign]
+    last_entry: tuple[int, Entry] | None = None
+    for index, entry in enumerate(entries):
+        message = entry[0]
+        if message.strip():
+            last_entry = (index, entry)
+        # Most lines of a long log are INFO records nobody needs: skip them before parsing.
+        if quiet_record(message) and first_matching(keep_anyway, message) is None:
+            lowered = message.lower()
+            if not any(hint is None or hint in lowered for hint in benign_hints):
+                continue
+        line = parse_vllm_line(index, *entry)
         if line.level in QUIET_LEVELS:
             pattern = first_matching(rules.benign, line.text)
             if pattern is not None:
@@ -1054,4 +1061,13 @@ def windowed_lines(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter
             if first_matching(keep_anyway, line.text) is None:
                 continue
         window.append(line)
+    last = parse_vllm_line(last_entry[0], *last_entry[1]) if last_entry else None
     return window, benign, last
+
+
+QUIET_MARKERS = (" INFO ", " DEBUG ", "INFO:  ")
+
+
+def quiet_record(message: str) -> bool:
+    head = message[:120]
+    return any(marker in head for marker in QUIET_MARKERS)
