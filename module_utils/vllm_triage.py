@@ -17,7 +17,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from collections import Counter
+from collections import Counter, deque
+from functools import partial
+from itertools import chain, islice, repeat
 from typing import Any, Iterable, Iterator
 
 CAUSE_CLASSES = (
@@ -410,8 +412,9 @@ def rules_from_data(data: dict[str, Any]) -> Rules:
 
 
 def named_pattern(entry: dict[str, Any]) -> Pattern:
+    hint = entry.get("hint") or literal_hint(entry["pattern"])
     return Pattern(id=entry["id"], regex=compile_pattern(entry["pattern"]), why=entry.get("why", ""),
-                   hint=literal_hint(entry["pattern"]))
+                   hint=hint.lower() if hint else None)
 
 
 REGEX_SPECIAL = set(".^$*+?{}[]|()\\")
@@ -973,6 +976,7 @@ def unique(items: Iterable[str]) -> list[str]:
 # INFO and DEBUG level that no rule needs are counted and dropped as they stream past.
 WINDOW_LINES = 20_000
 FORMAT_SAMPLE_LINES = 50
+STREAM_BATCH_LINES = 4096
 BINARY_SNIFF_BYTES = 8192
 QUIET_LEVELS = ("INFO", "DEBUG")
 
@@ -1001,30 +1005,22 @@ def triage_path(path: str, rules: Rules) -> TriageReport:
 def triage_stream(stream: Any, rules: Rules) -> TriageReport:
     """Triage a binary stream of log lines with memory bounded by WINDOW_LINES."""
     raw_lines = decoded_lines(stream)
-    sample = [line for line in (next(raw_lines, None) for _ in range(FORMAT_SAMPLE_LINES)) if line is not None]
+    sample = list(islice(raw_lines, FORMAT_SAMPLE_LINES))
     if not any(line.strip() for line in sample):
         raise UnusableInput("the log is empty")
-    entries = entries_for_format(detect_format(sample), chain_lines(sample, raw_lines))
-    window, benign_before, last = windowed_lines(entries, rules)
-    if last is not None and (not window or window[-1].index != last.index):
-        window.append(last)
-    return triage(list(window), rules, benign_before)
+    entries = entries_for_format(detect_format(sample), chain(sample, raw_lines))
+    window, benign_before = windowed_entries(entries, rules)
+    lines = [parse_vllm_line(index, *entry) for index, entry in window]
+    return triage(lines, rules, benign_before)
 
 
 def decoded_lines(stream: Any) -> Iterator[str]:
-    first = True
-    for raw in stream:
-        if first:
-            first = False
-            if b"\x00" in raw[:BINARY_SNIFF_BYTES]:
-                raise UnusableInput("the input is binary, not a text log")
-        # Non-UTF-8 bytes (latin-1 pastes, cut multi-byte characters) become U+FFFD.
-        yield raw.decode("utf-8", errors="replace")
-
-
-def chain_lines(sample: list[str], rest: Iterator[str]) -> Iterator[str]:
-    yield from sample
-    yield from rest
+    first = stream.readline()
+    if b"\x00" in first[:BINARY_SNIFF_BYTES]:
+        raise UnusableInput("the input is binary, not a text log")
+    # Non-UTF-8 bytes (latin-1 pastes, cut multi-byte characters) become U+FFFD.
+    decode = partial(bytes.decode, encoding="utf-8", errors="replace")
+    return map(decode, chain([first] if first else [], stream))
 
 
 def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[Entry]:
@@ -1032,42 +1028,48 @@ def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[En
         return parse_journal_json(raw_lines)
     if log_format == "journal-text":
         return parse_journal_text(raw_lines)
-    return ((line, None, None, None) for line in raw_lines)
+    return zip(raw_lines, repeat(None), repeat(None), repeat(None))
 
 
-def windowed_lines(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter[str], LogLine | None]:
-    from collections import deque
+# "(APIServer pid=1) INFO 11-30 ...", "vllm-1  | INFO 11-30 ...", "INFO:     10.0.0.1 - ..."
+QUIET_RECORD = re.compile(
+    r"(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*(?:INFO|DEBUG)[ :]"
+)
 
+
+def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter[str]]:
+    """The last WINDOW_LINES entries that are neither benign nor quiet records (INFO/DEBUG
+    that no rule needs), unparsed; the benign ones counted per rule; the last line kept
+    whatever it is (a log that stops mid-start-up ends with one)."""
     window: Any = deque(maxlen=WINDOW_LINES)
     benign: Counter[str] = Counter()
     keep_anyway = [*rules.attempt_start, *rules.stop_requested, *rules.startup_complete]
-    benign_hints = [pattern.hint for pattern in rules.benign]
-    last_entry: tuple[int, Entry] | None = None
-    for index, entry in enumerate(entries):
-        message = entry[0]
-        if message.strip():
-            last_entry = (index, entry)
-        # Most lines of a long log are INFO records nobody needs: skip them before parsing.
-        if quiet_record(message) and first_matching(keep_anyway, message) is None:
-            lowered = message.lower()
-            if not any(hint is None or hint in lowered for hint in benign_hints):
+    last: tuple[int, Entry] | None = None
+    index = 0
+    while True:
+        batch = list(islice(entries, STREAM_BATCH_LINES))
+        if not batch:
+            break
+        # Rules whose literal does not occur anywhere in the batch cannot match a line of it.
+        text = "\n".join(entry[0] for entry in batch).lower()
+        benign_here = [pattern for pattern in rules.benign if pattern.hint is None or pattern.hint in text]
+        keep_here = [pattern for pattern in keep_anyway if pattern.hint is None or pattern.hint in text]
+        for entry in batch:
+            position = index
+            index += 1
+            message = entry[0]
+            if not message or message.isspace():
                 continue
-        line = parse_vllm_line(index, *entry)
-        if line.level in QUIET_LEVELS:
-            pattern = first_matching(rules.benign, line.text)
+            pattern = first_matching(benign_here, message) if benign_here else None
             if pattern is not None:
                 benign[pattern.id] += 1
+                last = (position, entry)
                 continue
-            if first_matching(keep_anyway, line.text) is None:
+            if QUIET_RECORD.match(message) and (not keep_here or first_matching(keep_here, message) is None):
+                last = (position, entry)
                 continue
-        window.append(line)
-    last = parse_vllm_line(last_entry[0], *last_entry[1]) if last_entry else None
-    return window, benign, last
-
-
-QUIET_MARKERS = (" INFO ", " DEBUG ", "INFO:  ")
-
-
-def quiet_record(message: str) -> bool:
-    head = message[:120]
-    return any(marker in head for marker in QUIET_MARKERS)
+            window.append((position, entry))
+            last = None
+    if last is not None:
+        window.append(last)
+    return window, benign
