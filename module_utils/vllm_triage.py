@@ -76,7 +76,9 @@ VLLM_LEVEL_PREFIX = re.compile(
 # uvicorn ("ERROR:    msg") and Python's default logging format ("ERROR:__main__:msg").
 PLAIN_LEVEL_PREFIX = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):(?: +|[\w.]+:)")
 # glog / torch C++ ("E0806 21:52:45.863589 1 file.cc:366] ", "[W409 11:42:27.776 file.cpp:1250] ").
-GLOG_PREFIX = re.compile(r"^\[?(?P<severity>[IWEF])\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)? [\w.\-]+:\d+\] ?")
+GLOG_PREFIX = re.compile(
+    r"^\[?(?P<severity>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)?)? [\w.\-]+:\d+\] ?"
+)
 GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 # Ray's own log format: "[2026-03-25 05:44:29,435 W 39 39] (raylet) ..."
 RAY_LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<severity>[IWEF]) \d+ \d+\] ")
@@ -830,7 +832,7 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
             kept = attempt
             break
     if not events:
-        events = silent_death_event(lines, attempts[-1], rules)
+        events = quoted_exception_events(attempts[-1], rules) or silent_death_event(lines, attempts[-1], rules)
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))
     chosen = choose_event(events, rules)
     classification = classify(chosen, rules) if chosen is not None else None
@@ -838,7 +840,7 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
         secondary = secondary_classification(events, kept, rules)
         if secondary is not None:
             classification = secondary
-            chosen = event_quoting(secondary.exception, events) or chosen
+            chosen = event_quoting(secondary.exception, events, kept) or chosen
     if chosen is None or classification is None:
         report = report_without_real_cause(events, benign_suppressed, wrappers_seen)
         report.benign_dropped = dict(benign_ids)
@@ -858,8 +860,32 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
     )
 
 
-def event_quoting(text: str, events: list[FailureEvent]) -> FailureEvent | None:
-    return next((event for event in events if text in event.exceptions), None)
+def event_quoting(text: str, events: list[FailureEvent], kept: list[LogLine]) -> FailureEvent | None:
+    """The event whose exception is `text`, or the warning line that says it."""
+    event = next((event for event in events if text in event.exceptions), None)
+    if event is not None:
+        return event
+    line = next((line for line in kept if line.text.strip() == text), None)
+    if line is None:
+        return None
+    return FailureEvent(kind="line", lines=[line], exceptions=[text], exception_lines=[line])
+
+
+def quoted_exception_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent]:
+    """Last resort when nothing failed visibly: an exception quoted inside another program's
+    informational line (Triton's "Failed to initialize Python stub: OSError: ..."). vLLM's own
+    INFO records are not read this way (the streaming reader does not keep them)."""
+    events = []
+    for line in lines:
+        if first_matching(rules.stop_requested, line.text):
+            break  # what a requested stop logs is not a failure
+        if line.level in QUIET_LEVELS and line.source is not None:
+            continue
+        match = EMBEDDED_EXCEPTION.search(line.text)
+        if match and not is_wrapper(match["exception"], rules):
+            events.append(FailureEvent(kind="line", lines=[line], exceptions=[match["exception"]],
+                                       exception_lines=[line]))
+    return events
 
 
 def silent_death_event(lines: list[LogLine], attempt: list[LogLine], rules: Rules) -> list[FailureEvent]:
