@@ -46,6 +46,8 @@ EVIDENCE_MAX_LINES = 12
 OTHER_WORKER_EVIDENCE_LINES = 3
 LINE_CONTINUATION_MAX = 3
 SECONDARY_LEVELS = ("WARNING", "ERROR", "CRITICAL")
+# A process that died is usually the consequence of an error printed elsewhere in the log.
+WEAK_CLASSES = ("worker_killed",)
 SUPPORTING_EVIDENCE_LINES = 3
 
 # (APIServer pid=123) / (EngineCore_DP0 pid=123) / (VllmWorker rank=0 pid=7) /
@@ -62,10 +64,12 @@ COLLECTOR_TIMESTAMP = re.compile(
 )
 # docker compose ("vllm-1  | "), Buildkite ("  | ") and similar collectors.
 COLLECTOR_SERVICE = re.compile(r"^(?:\[?[\w.\-]+\]?)? *\| ")
+# FastChat / loguru-style: "2024-03-22 02:41:50 | ERROR | stderr | " (the level is the stream's).
+PIPE_LOGGER_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| [A-Z]+ +\| [\w.]+ \| ")
 # Kernel log lines: "[ 2448.628961] " (dmesg) or "[Thu Aug 27 00:39:44 2026] " (dmesg -T).
 KERNEL_TIMESTAMP = re.compile(r"^\[(?:\s*\d+\.\d+|\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
 # Terminal colours, also as pasted ("\x1b[", "^[[", or the replacement character).
-ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m")
+ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m|\[[0-9;]+m")
 # ERROR 11-30 14:52:01 [core.py:700] message   (vLLM repeats this on every line of a record);
 # vLLM before 0.8: "ERROR 08-23 08:25:25 worker.py:226] message"; some builds drop the seconds.
 VLLM_LEVEL_PREFIX = re.compile(
@@ -334,7 +338,7 @@ def parse_vllm_line(
     # vLLM ends continuation lines of multi-line records with "\r"; journald keeps it.
     raw = message.rstrip("\r\n")
     line = LogLine(index=index, raw=raw, text=raw, pid=pid, timestamp=timestamp, invocation_id=invocation)
-    rest = strip_collector_prefixes(ANSI_COLOUR.sub("", raw) if "[" in raw else raw)
+    rest = strip_collector_prefixes(ANSI_COLOUR.sub("", raw) if "m" in raw and "[" in raw else raw)
     rest = strip_process_prefixes(line, rest)
     rest = strip_level_prefix(line, rest)
     line.text = rest.rstrip("\r")
@@ -342,9 +346,9 @@ def parse_vllm_line(
 
 
 def strip_collector_prefixes(rest: str) -> str:
-    for pattern in (COLLECTOR_TIMESTAMP, COLLECTOR_SERVICE, KERNEL_TIMESTAMP):
+    for pattern in (PIPE_LOGGER_PREFIX, COLLECTOR_TIMESTAMP, COLLECTOR_SERVICE, KERNEL_TIMESTAMP):
         rest = pattern.sub("", rest, count=1)
-    return rest
+    return rest.lstrip(" ") if rest[:2] == " (" else rest
 
 
 def strip_process_prefixes(line: LogLine, rest: str) -> str:
@@ -690,10 +694,12 @@ def is_wrapper(text: str, rules: Rules) -> bool:
 def wrapped_cause(text: str, rules: Rules) -> str | None:
     """The cause a wrapper quotes ("Worker failed with error 'X', please check ..."), if any."""
     for pattern in rules.wrappers:
-        match = pattern.regex.search(text)
-        if match:
-            cause = match.groupdict().get("cause")
-            return cause.strip() if cause and cause.strip() else None
+        if "cause" not in pattern.regex.groupindex:
+            continue
+        for match in pattern.regex.finditer(text):
+            cause = match["cause"]
+            if cause and cause.strip():
+                return cause.strip()
     return None
 
 
@@ -763,11 +769,11 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
     return Classification(rule=fallback, exception=candidates[0])
 
 
-def specific_rule(texts: Iterable[str], rules: Rules) -> Classification | None:
+def specific_rule(texts: Iterable[str], rules: Rules, exclude: set[str] | None = None) -> Classification | None:
     """First non-fallback cause rule (in file order) that matches one of the texts."""
     candidates = [text for text in texts if text.strip()]
     for rule in rules.causes:
-        if not rule.regexes:
+        if not rule.regexes or (exclude and rule.cause_class in exclude):
             continue
         for text in candidates:
             if any(regex.search(one_line(text)) for regex in rule.regexes):
@@ -776,14 +782,16 @@ def specific_rule(texts: Iterable[str], rules: Rules) -> Classification | None:
 
 
 def secondary_classification(
-    events: list[FailureEvent], kept: list[LogLine], rules: Rules
+    events: list[FailureEvent], kept: list[LogLine], rules: Rules, exclude: Iterable[str] = ()
 ) -> Classification | None:
     """When no real exception names a known cause: the warnings and errors around it, the
     non-wrapper ones first (a wrapper's list of possible causes is the last resort)."""
     texts = [text for event in events for text in event.exceptions]
     texts += [line.text.strip() for line in kept if line.level in SECONDARY_LEVELS]
     plain = [text for text in texts if not is_wrapper(text, rules)]
-    return specific_rule(plain, rules) or specific_rule([t for t in texts if is_wrapper(t, rules)], rules)
+    excluded = set(exclude)
+    return (specific_rule(plain, rules, excluded)
+            or specific_rule([t for t in texts if is_wrapper(t, rules)], rules, excluded))
 
 
 def fallback_rule(rules: Rules) -> CauseRule:
@@ -832,12 +840,13 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
             kept = attempt
             break
     if not events:
-        events = quoted_exception_events(attempts[-1], rules) or silent_death_event(lines, attempts[-1], rules)
+        events = (quoted_exception_events(attempts[-1], rules) or cause_phrase_events(attempts[-1], rules)
+                  or silent_death_event(lines, attempts[-1], rules))
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))
     chosen = choose_event(events, rules)
     classification = classify(chosen, rules) if chosen is not None else None
-    if classification is None or not classification.rule.regexes:
-        secondary = secondary_classification(events, kept, rules)
+    if classification is None or not classification.rule.regexes or classification.rule.cause_class in WEAK_CLASSES:
+        secondary = secondary_classification(events, kept, rules, exclude=WEAK_CLASSES if classification else ())
         if secondary is not None:
             classification = secondary
             chosen = event_quoting(secondary.exception, events, kept) or chosen
@@ -885,6 +894,22 @@ def quoted_exception_events(lines: list[LogLine], rules: Rules) -> list[FailureE
         if match and not is_wrapper(match["exception"], rules):
             events.append(FailureEvent(kind="line", lines=[line], exceptions=[match["exception"]],
                                        exception_lines=[line]))
+    return events
+
+
+def cause_phrase_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent]:
+    """Last resort for a pasted message without an exception class ("[Errno 99] Cannot assign
+    requested address", "FlexAttention does not support sliding window yet."): a line that
+    names a known cause. Only raw lines and logged errors, never info or warning records."""
+    events = []
+    for line in lines:
+        if first_matching(rules.stop_requested, line.text):
+            break
+        if line.level not in (None, *LOGGED_FAILURE_LEVELS) or is_wrapper(line.text, rules):
+            continue
+        text = line.text.strip()
+        if text and specific_rule([text], rules) is not None:
+            events.append(FailureEvent(kind="line", lines=[line], exceptions=[text], exception_lines=[line]))
     return events
 
 
