@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -1039,7 +1040,6 @@ class UnusableInput(Exception):
 def triage_path(path: str, rules: Rules) -> TriageReport:
     """Triage a log file in one streaming pass; `-` reads standard input."""
     if path == "-":
-        import sys  # only the CLI reads stdin; the Ansible module always passes a path
         return triage_stream(sys.stdin.buffer, rules)
     file_path = Path(path)
     if file_path.is_dir():
