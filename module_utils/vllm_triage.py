@@ -15,12 +15,12 @@ from __future__ import annotations
 import json
 import re
 import sys
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
-from collections import Counter, deque
 from functools import partial
 from itertools import chain, islice, repeat
+from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 CAUSE_CLASSES = (
