@@ -51,8 +51,10 @@ root_cause:
   returned: always
   type: str
 class:
-  description: gpu_memory_held_or_oom, nccl, port_in_use, compile_cache, unsupported_model_or_gguf,
-    attention_backend, driver_cuda_mismatch, worker_killed, config_or_tokenizer or other.
+  description: gpu_memory_held_or_oom, nccl, port_in_use, bind_address, disk_or_shm_space, host_oom,
+    permissions_or_readonly, model_download_hub, cuda_kernel_fault, compile_cache,
+    unsupported_model_or_gguf, attention_backend, driver_cuda_mismatch, worker_killed,
+    config_or_tokenizer or other.
   returned: always
   type: str
 evidence:
@@ -71,14 +73,24 @@ workers_collapsed:
   description: Identical worker tracebacks folded into the first.
   returned: always
   type: int
+benign_dropped:
+  description: Benign lines dropped, per benign rule id.
+  returned: always
+  type: dict
 """
 
+import io
 import time
-from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.systemd_unit import read_journal, read_unit_state
-from ansible.module_utils.vllm_triage import parse_log, rules_from_data, triage
+from ansible.module_utils.vllm_triage import (
+    UnusableInput,
+    rules_from_data,
+    triage,
+    triage_path,
+    triage_stream,
+)
 
 
 def journal_start(unit: str, since: int | None, lookback_seconds: int) -> int | None:
@@ -103,12 +115,18 @@ def main() -> None:
         supports_check_mode=True,
     )
     p = module.params
-    if p["log_path"]:
-        text = Path(p["log_path"]).read_text(errors="replace")
-    else:
-        text = read_journal(p["unit"], since=journal_start(p["unit"], p["since"], p["lookback_seconds"]))
-    report = triage(parse_log(text), rules_from_data(p["triage_rules"])).as_dict()
-    module.exit_json(changed=False, **report)
+    rules = rules_from_data(p["triage_rules"])
+    try:
+        if p["log_path"]:
+            report = triage_path(p["log_path"], rules)
+        else:
+            text = read_journal(p["unit"], since=journal_start(p["unit"], p["since"], p["lookback_seconds"]))
+            # An empty journal is "nothing logged", not unusable input.
+            report = (triage_stream(io.BytesIO(text.encode("utf-8", errors="replace")), rules)
+                      if text.strip() else triage([], rules))
+    except UnusableInput as error:
+        module.fail_json(msg=f"cannot triage: {error}")
+    module.exit_json(changed=False, **report.as_dict())
 
 
 if __name__ == "__main__":

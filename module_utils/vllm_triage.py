@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import partial
+from itertools import chain, islice, repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -23,6 +27,12 @@ CAUSE_CLASSES = (
     "gpu_memory_held_or_oom",
     "nccl",
     "port_in_use",
+    "bind_address",
+    "disk_or_shm_space",
+    "host_oom",
+    "permissions_or_readonly",
+    "model_download_hub",
+    "cuda_kernel_fault",
     "compile_cache",
     "unsupported_model_or_gguf",
     "attention_backend",
@@ -35,17 +45,50 @@ FALLBACK_CLASS = "other"
 ROOT_CAUSE_MAX_CHARS = 400
 EVIDENCE_MAX_LINES = 12
 OTHER_WORKER_EVIDENCE_LINES = 3
+LINE_CONTINUATION_MAX = 3
+SECONDARY_LEVELS = ("WARNING", "ERROR", "CRITICAL")
+# A process that died is usually the consequence of an error printed elsewhere in the log.
+WEAK_CLASSES = ("worker_killed",)
 SUPPORTING_EVIDENCE_LINES = 3
 
-# (APIServer pid=123) / (EngineCore_DP0 pid=123) / (Worker_TP1 pid=456) / (VllmWorker rank=0 pid=7)
-VLLM_PROCESS_PREFIX = re.compile(r"^\((?P<process>[\w.\-]+)(?: rank=\d+)? pid=(?P<pid>\d+)\) ?")
+# (APIServer pid=123) / (EngineCore_DP0 pid=123) / (VllmWorker rank=0 pid=7) /
+# (RayWorkerWrapper pid=67451, ip=10.1.0.7) / (ServeReplica:default:app pid=526); Ray nests them.
+VLLM_PROCESS_PREFIX = re.compile(
+    r"^\((?P<process>[\w.:\-]+)(?: rank=\d+)? pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\) ?"
+)
+RAY_DAEMON_PREFIX = re.compile(r"^\((?P<process>raylet|gcs_server|autoscaler)(?:, ip=[\d.]+)?\) ?")
+# torch.distributed prefixes every line of a rank's output: "[rank0]: ..."
+TORCH_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
 # Container runtimes and CI systems put their own timestamp in front of each line.
-COLLECTOR_TIMESTAMP = re.compile(r"^\[?\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? ")
-# ERROR 11-30 14:52:01 [core.py:700] message   (vLLM repeats this on every line of a record)
+COLLECTOR_TIMESTAMP = re.compile(
+    r"^\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\]? (?:\| )?"
+)
+# docker compose ("vllm-1  | "), Buildkite ("  | ") and similar collectors.
+COLLECTOR_SERVICE = re.compile(r"^(?:\[?[\w.\-]+\]?)? *\| ")
+# FastChat / loguru-style: "2024-03-22 02:41:50 | ERROR | stderr | " (the level is the stream's).
+PIPE_LOGGER_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| [A-Z]+ +\| [\w.]+ \| ")
+# Kernel log lines: "[ 2448.628961] " (dmesg) or "[Thu Aug 27 00:39:44 2026] " (dmesg -T).
+KERNEL_TIMESTAMP = re.compile(r"^\[(?:\s*\d+\.\d+|\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
+# Terminal colours, also as pasted ("\x1b[", "^[[", or the replacement character).
+ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m|\[[0-9;]+m")
+# ERROR 11-30 14:52:01 [core.py:700] message   (vLLM repeats this on every line of a record);
+# vLLM before 0.8: "ERROR 08-23 08:25:25 worker.py:226] message"; some builds drop the seconds.
 VLLM_LEVEL_PREFIX = re.compile(
     r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL) "
-    r"(?P<timestamp>\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[(?P<source>[^\]]+)\] ?"
+    r"(?P<timestamp>\d\d-\d\d \d\d:\d\d(?::\d\d)?)(?:\.\d+)? "
+    r"(?:\[(?P<source>[^\]]+)\]|(?P<old_source>[\w.\-/]+:\d+)\]) ?"
 )
+# uvicorn ("ERROR:    msg") and Python's default logging format ("ERROR:__main__:msg").
+PLAIN_LEVEL_PREFIX = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):(?: +|[\w.]+:)")
+# glog / torch C++ ("E0806 21:52:45.863589 1 file.cc:366] ", "[W409 11:42:27.776 file.cpp:1250] ").
+GLOG_PREFIX = re.compile(
+    r"^\[?(?P<severity>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)?)? [\w.\-]+:\d+\] ?"
+)
+GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
+# Ray's own log format: "[2026-03-25 05:44:29,435 W 39 39] (raylet) ..."
+RAY_LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<severity>[IWEF]) \d+ \d+\] ")
+# Job runners that tag lines with a level: "0s0n9esxgd0u45[error]worker exited ..."
+TAGGED_LEVEL_PREFIX = re.compile(r"^\w+\[(?P<level>error|info|warning|debug)\]")
 # Nov 30 14:52:01 host python[1234]: message   (journalctl's default "short" output)
 # 2026-11-30T14:52:01+0000 host python[1234]: message   (-o short-iso)
 JOURNAL_TEXT_PREFIX = re.compile(
@@ -56,12 +99,19 @@ JOURNAL_TEXT_PREFIX = re.compile(
 JOURNAL_MARKER = re.compile(r"^-- .* --$|^-- No entries --$")
 
 TRACEBACK_START = "Traceback (most recent call last):"
+TRUNCATED_TRACEBACK = "(traceback without a final exception line)"
 CHAINED_EXCEPTION_MARKERS = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
 )
 # An exception logged on its own line, without a traceback: "ValueError: ...".
 BARE_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::\s.*)?$")
+# The same, pasted after other text: "【BUG】：RuntimeError: ...", "> > OSError: ...", "`ValueError: ...`".
+EMBEDDED_EXCEPTION = re.compile(
+    r"(?:^|[\s\"'`(>：:])(?P<exception>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$"
+)
+# The raising frame of a traceback pasted without its last line.
+RAISE_STATEMENT = re.compile(r"^\s*raise \w")
 LOGGED_FAILURE_LEVELS = ("ERROR", "CRITICAL")
 # Lines that only point elsewhere, never worth quoting as the exception message.
 EXCEPTION_DETAIL_NOISE = re.compile(r"^\s*For further information visit ")
@@ -105,6 +155,8 @@ class Pattern:
     id: str
     regex: re.Pattern[str]
     why: str
+    # A lower-case literal every match contains: lets most lines skip the regex.
+    hint: str | None = None
 
 
 @dataclass
@@ -123,6 +175,8 @@ class Rules:
     stop_requested: list[Pattern]
     attempt_start: list[Pattern]
     causes: list[CauseRule]
+    startup_progress: list[Pattern] = field(default_factory=list)
+    startup_complete: list[Pattern] = field(default_factory=list)
 
 
 @dataclass
@@ -147,6 +201,11 @@ class FailureEvent:
     def final_exception(self) -> str:
         return self.exceptions[-1]
 
+    @property
+    def truncated(self) -> bool:
+        """A traceback pasted without its exception line."""
+        return self.exceptions == [TRUNCATED_TRACEBACK]
+
 
 @dataclass
 class TriageReport:
@@ -160,6 +219,7 @@ class TriageReport:
     remediation: str
     traceback: list[str] = field(default_factory=list)
     wrappers_seen: int = 0
+    benign_dropped: dict[str, int] = field(default_factory=dict)  # benign rule id -> lines
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -172,6 +232,7 @@ class TriageReport:
             "remediation": self.remediation,
             "traceback": list(self.traceback),
             "wrappers_seen": self.wrappers_seen,
+            "benign_dropped": dict(self.benign_dropped),
         }
 
 
@@ -278,20 +339,54 @@ def parse_vllm_line(
     # vLLM ends continuation lines of multi-line records with "\r"; journald keeps it.
     raw = message.rstrip("\r\n")
     line = LogLine(index=index, raw=raw, text=raw, pid=pid, timestamp=timestamp, invocation_id=invocation)
-    rest = COLLECTOR_TIMESTAMP.sub("", raw, count=1)
-    process_match = VLLM_PROCESS_PREFIX.match(rest)
-    if process_match:
-        line.process = process_match["process"]
-        line.pid = int(process_match["pid"])
-        rest = rest[process_match.end():]
-    level_match = VLLM_LEVEL_PREFIX.match(rest)
-    if level_match:
-        line.level = level_match["level"]
-        line.timestamp = level_match["timestamp"]
-        line.source = level_match["source"]
-        rest = rest[level_match.end():]
+    rest = strip_collector_prefixes(ANSI_COLOUR.sub("", raw) if "m" in raw and "[" in raw else raw)
+    rest = strip_process_prefixes(line, rest)
+    rest = strip_level_prefix(line, rest)
     line.text = rest.rstrip("\r")
     return line
+
+
+def strip_collector_prefixes(rest: str) -> str:
+    for pattern in (PIPE_LOGGER_PREFIX, COLLECTOR_TIMESTAMP, COLLECTOR_SERVICE, KERNEL_TIMESTAMP):
+        rest = pattern.sub("", rest, count=1)
+    return rest.lstrip(" ") if rest[:2] == " (" else rest
+
+
+def strip_process_prefixes(line: LogLine, rest: str) -> str:
+    """Take off "(proc pid=N)" tags (Ray nests several) and torch's "[rankN]:"."""
+    while True:
+        rest = TORCH_RANK_PREFIX.sub("", rest, count=1)
+        match = VLLM_PROCESS_PREFIX.match(rest)
+        if match:
+            line.process = match["process"]
+            line.pid = int(match["pid"])
+        else:
+            match = RAY_DAEMON_PREFIX.match(rest)
+            if not match:
+                return rest
+            line.process = match["process"]
+        rest = rest[match.end():]
+
+
+def strip_level_prefix(line: LogLine, rest: str) -> str:
+    # A pasted fragment may start with stray spaces in front of the level prefix.
+    candidate = rest.lstrip(" ") if rest[:1] == " " else rest
+    match = VLLM_LEVEL_PREFIX.match(candidate)
+    if match:
+        line.level = match["level"]
+        line.timestamp = match["timestamp"]
+        line.source = match["source"] or match["old_source"]
+        return strip_process_prefixes(line, candidate[match.end():])
+    for pattern in (GLOG_PREFIX, RAY_LOG_PREFIX):
+        match = pattern.match(candidate)
+        if match:
+            line.level = GLOG_LEVELS[match["severity"]]
+            return strip_process_prefixes(line, candidate[match.end():])
+    match = PLAIN_LEVEL_PREFIX.match(candidate) or TAGGED_LEVEL_PREFIX.match(candidate)
+    if match:
+        line.level = match["level"].upper()
+        return candidate[match.end():]
+    return rest
 
 
 # ----------------------------------------------------------------------------- rules
@@ -318,11 +413,60 @@ def rules_from_data(data: dict[str, Any]) -> Rules:
         stop_requested=[named_pattern(entry) for entry in data.get("stop_requested", [])],
         attempt_start=[named_pattern(entry) for entry in data.get("attempt_start", [])],
         causes=causes,
+        startup_progress=[named_pattern(entry) for entry in data.get("startup_progress", [])],
+        startup_complete=[named_pattern(entry) for entry in data.get("startup_complete", [])],
     )
 
 
 def named_pattern(entry: dict[str, Any]) -> Pattern:
-    return Pattern(id=entry["id"], regex=compile_pattern(entry["pattern"]), why=entry.get("why", ""))
+    hint = entry.get("hint") or literal_hint(entry["pattern"])
+    return Pattern(id=entry["id"], regex=compile_pattern(entry["pattern"]), why=entry.get("why", ""),
+                   hint=hint.lower() if hint else None)
+
+
+REGEX_SPECIAL = set(".^$*+?{}[]|()\\")
+
+
+def literal_hint(pattern: str) -> str | None:
+    """The longest literal run outside groups of a pattern without top-level alternatives,
+    lower-cased (patterns match case-insensitively); None when there is no safe one."""
+    runs: list[str] = []
+    current: list[str] = []
+    depth = 0
+    position = 0
+    while position < len(pattern):
+        char = pattern[position]
+        if char == "\\":
+            runs.append("".join(current))
+            current = []
+            position += 2
+            continue
+        if char in "*?{" or (char == "+" and current):
+            if current:
+                current.pop()  # the quantified character is optional or repeated
+            runs.append("".join(current))
+            current = []
+        elif char == "(":
+            runs.append("".join(current))
+            current = []
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        elif char == "|" and depth == 0:
+            return None
+        elif char == "[":
+            runs.append("".join(current))
+            current = []
+            position = pattern.find("]", position + 2) if "]" in pattern[position + 2:] else len(pattern)
+        elif depth == 0 and char not in REGEX_SPECIAL:
+            current.append(char)
+        elif char in REGEX_SPECIAL:
+            runs.append("".join(current))
+            current = []
+        position += 1
+    runs.append("".join(current))
+    best = max(runs, key=len)
+    return best.lower() if len(best) >= 4 else None
 
 
 def cause_rule(entry: dict[str, Any]) -> CauseRule:
@@ -342,29 +486,38 @@ def compile_pattern(pattern: str) -> re.Pattern[str]:
 
 
 def first_matching(patterns: Iterable[Pattern], text: str) -> Pattern | None:
-    return next((pattern for pattern in patterns if pattern.regex.search(text)), None)
+    lowered = text.lower()
+    for pattern in patterns:
+        if pattern.hint is not None and pattern.hint not in lowered:
+            continue
+        if pattern.regex.search(text):
+            return pattern
+    return None
 
 
 # ----------------------------------------------------------------------------- noise
 
 
-def drop_benign(lines: list[LogLine], rules: Rules) -> tuple[list[LogLine], int]:
+def drop_benign(lines: list[LogLine], rules: Rules) -> tuple[list[LogLine], Counter[str]]:
     """Remove lines matched by benign rules; also the indented source line that Python's
-    warnings module prints under a warning ("  warnings.warn(")."""
+    warnings module prints under a warning ("  warnings.warn("). Counts per rule id."""
     kept: list[LogLine] = []
-    suppressed = 0
-    last_benign_stream: tuple[str, int | None] | None = None
+    dropped: Counter[str] = Counter()
+    last_benign: tuple[tuple[str, int | None], str] | None = None
     for line in lines:
         continues_benign = (
-            last_benign_stream == line.stream and line.text[:1].isspace() and line.text.strip() != ""
+            last_benign is not None and last_benign[0] == line.stream
+            and line.text[:1].isspace() and line.text.strip() != ""
         )
-        if continues_benign or first_matching(rules.benign, line.text):
-            suppressed += 1
-            last_benign_stream = line.stream
+        pattern = None if continues_benign else first_matching(rules.benign, line.text)
+        if continues_benign or pattern is not None:
+            rule_id = last_benign[1] if continues_benign and last_benign else pattern.id  # type: ignore[union-attr]
+            dropped[rule_id] += 1
+            last_benign = (line.stream, rule_id)
             continue
-        last_benign_stream = None
+        last_benign = None
         kept.append(line)
-    return kept, suppressed
+    return kept, dropped
 
 
 # ----------------------------------------------------------------------------- failure events
@@ -380,11 +533,36 @@ def find_failure_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent
             in_traceback.update(line.index for line in event.lines)
             if event.header is not None:
                 in_traceback.add(event.header.index)
-    for line in lines:
+    for position, line in enumerate(lines):
         if line.index not in in_traceback and is_fatal_line(line, rules):
-            events.append(FailureEvent(kind="line", lines=[line], exceptions=[line.text.strip()],
-                                       exception_lines=[line]))
+            events.append(line_event(lines, position, in_traceback))
     return sorted(events, key=lambda event: event.first_index)
+
+
+def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> FailureEvent:
+    """A fatal line, with the indented or wrapped lines that continue its message."""
+    line = lines[position]
+    text = line.text.strip()
+    embedded = EMBEDDED_EXCEPTION.search(text)
+    if embedded and not BARE_EXCEPTION_LINE.match(text) and line.level not in LOGGED_FAILURE_LEVELS:
+        text = embedded["exception"]
+    event_lines = [line]
+    for following in lines[position + 1:position + 1 + LINE_CONTINUATION_MAX]:
+        if following.index in in_traceback or following.stream != line.stream:
+            break
+        if not continues_message(following):
+            break
+        text = f"{text} {following.text.strip()}"
+        event_lines.append(following)
+    return FailureEvent(kind="line", lines=event_lines, exceptions=[text], exception_lines=event_lines)
+
+
+def continues_message(line: LogLine) -> bool:
+    """"  at torch/_inductor/utils.py:3442 ..." under an exception, or a line a terminal wrapped."""
+    text = line.text
+    if not text.strip() or line.level is not None:
+        return False
+    return text[:1].isspace() or text[:1].islower()
 
 
 def split_attempts(lines: list[LogLine], rules: Rules) -> list[list[LogLine]]:
@@ -428,9 +606,13 @@ def is_fatal_line(line: LogLine, rules: Rules) -> bool:
         return False
     if line.level in LOGGED_FAILURE_LEVELS:
         return True
-    if line.text[:1].isspace():
+    if line.level in ("DEBUG", "INFO"):
         return False
-    return bool(BARE_EXCEPTION_LINE.match(text)) or first_matching(rules.fatal_lines, text) is not None
+    if BARE_EXCEPTION_LINE.match(text) or first_matching(rules.fatal_lines, text) is not None:
+        return True
+    # Indented lines are traceback frames or a warning's source line, unless they carry an
+    # exception of their own (a fragment pasted with leading spaces).
+    return bool(EMBEDDED_EXCEPTION.search(text)) and not text.startswith(("File ", "raise ", "return "))
 
 
 def tracebacks_in_stream(lines: list[LogLine]) -> Iterator[FailureEvent]:
@@ -488,8 +670,10 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
         block.append(line)
         position += 1
     if not exceptions:
-        exceptions = ["(traceback without a final exception line)"]
-        exception_lines = block[-1:]
+        # A paste cut before the last line: the raising statement is the best clue left.
+        raising = next((line for line in reversed(block) if RAISE_STATEMENT.match(line.text)), None)
+        exceptions = [raising.text.strip() if raising else TRUNCATED_TRACEBACK]
+        exception_lines = [raising] if raising else block[-1:]
     event = FailureEvent(kind="traceback", lines=block, exceptions=exceptions,
                          exception_lines=exception_lines, header=header)
     return event, position
@@ -508,9 +692,30 @@ def is_wrapper(text: str, rules: Rules) -> bool:
     return first_matching(rules.wrappers, text) is not None
 
 
+def wrapped_cause(text: str, rules: Rules) -> str | None:
+    """The cause a wrapper quotes ("Worker failed with error 'X', please check ..."), if any."""
+    for pattern in rules.wrappers:
+        if "cause" not in pattern.regex.groupindex:
+            continue
+        for match in pattern.regex.finditer(text):
+            cause = match["cause"]
+            if cause and cause.strip():
+                return cause.strip()
+    return None
+
+
 def real_exceptions(event: FailureEvent, rules: Rules) -> list[str]:
-    """The event's exception texts that are not generic wrappers, oldest first."""
-    return [text for text in event.exceptions if not is_wrapper(text, rules)]
+    """The event's exception texts that are not generic wrappers, oldest first; a wrapper
+    that quotes the worker's error contributes that error."""
+    texts = []
+    for text in event.exceptions:
+        if not is_wrapper(text, rules):
+            texts.append(text)
+            continue
+        cause = wrapped_cause(text, rules)
+        if cause:
+            texts.append(cause)
+    return texts
 
 
 def worker_signature(text: str) -> str:
@@ -522,7 +727,7 @@ def worker_signature(text: str) -> str:
 def choose_event(events: list[FailureEvent], rules: Rules) -> FailureEvent | None:
     """The first real traceback; a single fatal line only when no traceback is real."""
     real = [event for event in events if real_exceptions(event, rules)]
-    tracebacks = [event for event in real if event.kind == "traceback"]
+    tracebacks = [event for event in real if event.kind == "traceback" and not event.truncated]
     if tracebacks:
         return tracebacks[0]
     return real[0] if real else None
@@ -565,6 +770,31 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
     return Classification(rule=fallback, exception=candidates[0])
 
 
+def specific_rule(texts: Iterable[str], rules: Rules, exclude: set[str] | None = None) -> Classification | None:
+    """First non-fallback cause rule (in file order) that matches one of the texts."""
+    candidates = [text for text in texts if text.strip()]
+    for rule in rules.causes:
+        if not rule.regexes or (exclude and rule.cause_class in exclude):
+            continue
+        for text in candidates:
+            if any(regex.search(one_line(text)) for regex in rule.regexes):
+                return Classification(rule=rule, exception=text)
+    return None
+
+
+def secondary_classification(
+    events: list[FailureEvent], kept: list[LogLine], rules: Rules, exclude: Iterable[str] = ()
+) -> Classification | None:
+    """When no real exception names a known cause: the warnings and errors around it, the
+    non-wrapper ones first (a wrapper's list of possible causes is the last resort)."""
+    texts = [text for event in events for text in event.exceptions]
+    texts += [line.text.strip() for line in kept if line.level in SECONDARY_LEVELS]
+    plain = [text for text in texts if not is_wrapper(text, rules)]
+    excluded = set(exclude)
+    return (specific_rule(plain, rules, excluded)
+            or specific_rule([t for t in texts if is_wrapper(t, rules)], rules, excluded))
+
+
 def fallback_rule(rules: Rules) -> CauseRule:
     return next(rule for rule in reversed(rules.causes) if rule.cause_class == FALLBACK_CLASS and not rule.regexes)
 
@@ -594,9 +824,14 @@ def shorten(text: str, limit: int) -> str:
 # ----------------------------------------------------------------------------- report
 
 
-def triage(lines: list[LogLine], rules: Rules) -> TriageReport:
-    """Name the root cause of the failure shown in `lines` (from parse_log)."""
-    kept, benign_suppressed = drop_benign(lines, rules)
+def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | None = None) -> TriageReport:
+    """Name the root cause of the failure shown in `lines` (from parse_log).
+
+    `benign_before` counts benign lines already dropped by the streaming reader."""
+    kept, benign_ids = drop_benign(lines, rules)
+    if benign_before:
+        benign_ids.update(benign_before)
+    benign_suppressed = sum(benign_ids.values())
     attempts = split_attempts(kept, rules)
     # Under Restart= a journal holds several start attempts: the latest failed one counts.
     events: list[FailureEvent] = []
@@ -605,12 +840,22 @@ def triage(lines: list[LogLine], rules: Rules) -> TriageReport:
         if events:
             kept = attempt
             break
+    if not events:
+        events = (quoted_exception_events(attempts[-1], rules) or cause_phrase_events(attempts[-1], rules)
+                  or silent_death_event(lines, attempts[-1], rules))
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))
     chosen = choose_event(events, rules)
-    if chosen is None:
-        return report_without_real_cause(events, benign_suppressed, wrappers_seen)
-    duplicates = duplicates_of(chosen, events, rules)
-    classification = classify(chosen, rules)
+    classification = classify(chosen, rules) if chosen is not None else None
+    if classification is None or not classification.rule.regexes or classification.rule.cause_class in WEAK_CLASSES:
+        secondary = secondary_classification(events, kept, rules, exclude=WEAK_CLASSES if classification else ())
+        if secondary is not None:
+            classification = secondary
+            chosen = event_quoting(secondary.exception, events, kept) or chosen
+    if chosen is None or classification is None:
+        report = report_without_real_cause(events, benign_suppressed, wrappers_seen)
+        report.benign_dropped = dict(benign_ids)
+        return report
+    duplicates = duplicates_of(chosen, events, rules) if real_exceptions(chosen, rules) else []
     return TriageReport(
         found=True,
         root_cause=render_root_cause(classification, workers=1 + len(duplicates)),
@@ -621,7 +866,64 @@ def triage(lines: list[LogLine], rules: Rules) -> TriageReport:
         remediation=classification.rule.remediation,
         traceback=[line.raw for line in chosen.lines] if chosen.kind == "traceback" else [],
         wrappers_seen=wrappers_seen,
+        benign_dropped=dict(benign_ids),
     )
+
+
+def event_quoting(text: str, events: list[FailureEvent], kept: list[LogLine]) -> FailureEvent | None:
+    """The event whose exception is `text`, or the warning line that says it."""
+    event = next((event for event in events if text in event.exceptions), None)
+    if event is not None:
+        return event
+    line = next((line for line in kept if line.text.strip() == text), None)
+    if line is None:
+        return None
+    return FailureEvent(kind="line", lines=[line], exceptions=[text], exception_lines=[line])
+
+
+def quoted_exception_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent]:
+    """Last resort when nothing failed visibly: an exception quoted inside another program's
+    informational line (Triton's "Failed to initialize Python stub: OSError: ..."). vLLM's own
+    INFO records are not read this way (the streaming reader does not keep them)."""
+    events = []
+    for line in lines:
+        if first_matching(rules.stop_requested, line.text):
+            break  # what a requested stop logs is not a failure
+        if line.level in QUIET_LEVELS and line.source is not None:
+            continue
+        match = EMBEDDED_EXCEPTION.search(line.text)
+        if match and not is_wrapper(match["exception"], rules):
+            events.append(FailureEvent(kind="line", lines=[line], exceptions=[match["exception"]],
+                                       exception_lines=[line]))
+    return events
+
+
+def cause_phrase_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent]:
+    """Last resort for a pasted message without an exception class ("[Errno 99] Cannot assign
+    requested address", "FlexAttention does not support sliding window yet."): a line that
+    names a known cause. Only raw lines and logged errors, never info or warning records."""
+    events = []
+    for line in lines:
+        if first_matching(rules.stop_requested, line.text):
+            break
+        if line.level not in (None, *LOGGED_FAILURE_LEVELS) or is_wrapper(line.text, rules):
+            continue
+        text = line.text.strip()
+        if text and specific_rule([text], rules) is not None:
+            events.append(FailureEvent(kind="line", lines=[line], exceptions=[text], exception_lines=[line]))
+    return events
+
+
+def silent_death_event(lines: list[LogLine], attempt: list[LogLine], rules: Rules) -> list[FailureEvent]:
+    """A log that stops in the middle of start-up (loading weights, compiling, capturing CUDA
+    graphs) without any error: the process was killed from outside."""
+    last = next((line for line in reversed(lines) if line.text.strip()), None)
+    if last is None or first_matching(rules.startup_progress, last.text) is None:
+        return []
+    if any(first_matching(rules.startup_complete, line.text) for line in attempt):
+        return []
+    text = f"the log ends during start-up without an error, after: {one_line(last.text)}"
+    return [FailureEvent(kind="line", lines=[last], exceptions=[text], exception_lines=[last])]
 
 
 def report_without_real_cause(
@@ -718,3 +1020,107 @@ def last_frame_line(event: FailureEvent) -> LogLine | None:
 
 def unique(items: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(items))
+
+
+# ----------------------------------------------------------------------------- streaming input
+
+# Lines kept for the analysis: the end of a log, where the latest start attempt is. Lines of
+# INFO and DEBUG level that no rule needs are counted and dropped as they stream past.
+WINDOW_LINES = 20_000
+FORMAT_SAMPLE_LINES = 50
+STREAM_BATCH_LINES = 4096
+BINARY_SNIFF_BYTES = 8192
+QUIET_LEVELS = ("INFO", "DEBUG")
+
+
+class UnusableInput(Exception):
+    """The input is not a log that can be read: missing, a directory, empty or binary."""
+
+
+def triage_path(path: str, rules: Rules) -> TriageReport:
+    """Triage a log file in one streaming pass; `-` reads standard input."""
+    if path == "-":
+        return triage_stream(sys.stdin.buffer, rules)
+    file_path = Path(path)
+    if file_path.is_dir():
+        raise UnusableInput(f"{path} is a directory, not a log file")
+    try:
+        with file_path.open("rb") as stream:
+            return triage_stream(stream, rules)
+    except FileNotFoundError:
+        raise UnusableInput(f"{path}: no such file") from None
+    except PermissionError:
+        raise UnusableInput(f"{path}: not readable (permission denied)") from None
+
+
+def triage_stream(stream: Any, rules: Rules) -> TriageReport:
+    """Triage a binary stream of log lines with memory bounded by WINDOW_LINES."""
+    raw_lines = decoded_lines(stream)
+    sample = list(islice(raw_lines, FORMAT_SAMPLE_LINES))
+    if not any(line.strip() for line in sample):
+        raise UnusableInput("the log is empty")
+    entries = entries_for_format(detect_format(sample), chain(sample, raw_lines))
+    window, benign_before = windowed_entries(entries, rules)
+    lines = [parse_vllm_line(index, *entry) for index, entry in window]
+    return triage(lines, rules, benign_before)
+
+
+def decoded_lines(stream: Any) -> Iterator[str]:
+    first = stream.readline()
+    if b"\x00" in first[:BINARY_SNIFF_BYTES]:
+        raise UnusableInput("the input is binary, not a text log")
+    # Non-UTF-8 bytes (latin-1 pastes, cut multi-byte characters) become U+FFFD.
+    decode = partial(bytes.decode, encoding="utf-8", errors="replace")
+    return map(decode, chain([first] if first else [], stream))
+
+
+def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[Entry]:
+    if log_format == "journal-json":
+        return parse_journal_json(raw_lines)
+    if log_format == "journal-text":
+        return parse_journal_text(raw_lines)
+    return zip(raw_lines, repeat(None), repeat(None), repeat(None))
+
+
+# "(APIServer pid=1) INFO 11-30 ...", "vllm-1  | INFO 11-30 ...", "INFO:     10.0.0.1 - ..."
+QUIET_RECORD = re.compile(
+    r"(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*(?:INFO|DEBUG)[ :]"
+)
+
+
+def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter[str]]:
+    """The last WINDOW_LINES entries that are neither benign nor quiet records (INFO/DEBUG
+    that no rule needs), unparsed; the benign ones counted per rule; the last line kept
+    whatever it is (a log that stops mid-start-up ends with one)."""
+    window: Any = deque(maxlen=WINDOW_LINES)
+    benign: Counter[str] = Counter()
+    keep_anyway = [*rules.attempt_start, *rules.stop_requested, *rules.startup_complete]
+    last: tuple[int, Entry] | None = None
+    index = 0
+    while True:
+        batch = list(islice(entries, STREAM_BATCH_LINES))
+        if not batch:
+            break
+        # Rules whose literal does not occur anywhere in the batch cannot match a line of it.
+        text = "\n".join(entry[0] for entry in batch).lower()
+        benign_here = [pattern for pattern in rules.benign if pattern.hint is None or pattern.hint in text]
+        keep_here = [pattern for pattern in keep_anyway if pattern.hint is None or pattern.hint in text]
+        for entry in batch:
+            position = index
+            index += 1
+            message = entry[0]
+            if not message or message.isspace():
+                continue
+            pattern = first_matching(benign_here, message) if benign_here else None
+            if pattern is not None:
+                benign[pattern.id] += 1
+                last = (position, entry)
+                continue
+            if QUIET_RECORD.match(message) and (not keep_here or first_matching(keep_here, message) is None):
+                last = (position, entry)
+                continue
+            window.append((position, entry))
+            last = None
+    if last is not None:
+        window.append(last)
+    return window, benign

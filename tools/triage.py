@@ -4,8 +4,12 @@
     python3 tools/triage.py FILE [--json] [--rules PATH]
 
 FILE is a plain vLLM log, `journalctl -u UNIT` text or `journalctl -u UNIT -o json`
-output; `-` reads standard input. Exit status: 0 a cause was found, 1 the log shows no
-failure, 2 usage error (bad arguments, unreadable file or rules).
+output (also pasted fragments, docker/kubectl/Ray output); `-` reads standard input, e.g.
+`journalctl -u vllm -o json | python3 tools/triage.py -`. The log is read in one streaming
+pass with bounded memory.
+
+Exit status: 0 a cause was found, 1 the log shows no failure, 2 the input or the arguments
+cannot be used (missing file, a directory, empty or binary input, bad rules, bad options).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT))
 
-from module_utils.vllm_triage import TriageReport, load_rules, parse_log, triage  # noqa: E402
+from module_utils.vllm_triage import TriageReport, UnusableInput, load_rules, triage_path  # noqa: E402
 
 DEFAULT_RULES = REPO_ROOT / "files" / "triage" / "rules.json"
 EXIT_CAUSE_FOUND = 0
@@ -34,17 +38,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)  # exits 2 on usage errors
 
 
-def read_log(name: str) -> str:
-    if name == "-":
-        return sys.stdin.read()
-    return Path(name).read_text(encoding="utf-8", errors="replace")
-
-
 def human_report(report: TriageReport) -> str:
     if not report.found:
         return (
             "No failure found in the log "
-            f"({report.benign_suppressed} benign lines ignored).\n"
+            f"({report.benign_suppressed} benign lines ignored{benign_detail(report)}).\n"
         )
     lines = [
         f"Root cause:  {report.root_cause}",
@@ -52,22 +50,32 @@ def human_report(report: TriageReport) -> str:
         f"Remediation: {report.remediation}",
         "Evidence:",
         *(f"  {line}" for line in report.evidence),
-        f"Benign lines suppressed: {report.benign_suppressed}",
+        f"Benign lines dropped: {report.benign_suppressed}{benign_detail(report)}",
         f"Duplicate worker tracebacks folded: {report.workers_collapsed}",
         f"Generic wrappers seen through: {report.wrappers_seen}",
     ]
     return "\n".join(lines) + "\n"
 
 
+def benign_detail(report: TriageReport) -> str:
+    if not report.benign_dropped:
+        return ""
+    parts = ", ".join(f"{rule} {count}" for rule, count in sorted(report.benign_dropped.items()))
+    return f": {parts}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        text = read_log(args.file)
         rules = load_rules(args.rules)
     except (OSError, ValueError, KeyError) as error:
-        print(f"triage: {error}", file=sys.stderr)
+        print(f"triage: rules {args.rules}: {error}", file=sys.stderr)
         return EXIT_USAGE
-    report = triage(parse_log(text), rules)
+    try:
+        report = triage_path(args.file, rules)
+    except (UnusableInput, OSError) as error:
+        print(f"triage: cannot use the input: {error}", file=sys.stderr)
+        return EXIT_USAGE
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
     else:

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Benchmark the triage on a big generated log: seconds and peak RSS of one CLI run.
+
+    python3 tools/bench_triage.py [--size-mb 1024] [--keep]
+
+Writes a log of the given size to a temporary directory (vLLM request/metrics lines,
+warnings, progress bars, a port-in-use failure at the end), runs tools/triage.py on it in a
+child process and prints the wall time, the child's peak RSS and the class it named.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CLI = REPO_ROOT / "tools" / "triage.py"
+CHUNK_LINES = 10_000
+
+# Shapes of lines a long-running vLLM writes; numbers vary per line.
+FILLER = (
+    '(APIServer pid=4711) INFO 11-30 14:{m:02d}:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: '
+    '{n}.3 tokens/s, Avg generation throughput: 812.4 tokens/s, Running: 12 reqs, Waiting: 0 reqs, '
+    'GPU KV cache usage: 31.2%, Prefix cache hit rate: 12.0%',
+    '(APIServer pid=4711) INFO:     10.0.0.{k}:5{n:04d} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+    '(EngineCore_DP0 pid=4790) WARNING 11-30 14:{m:02d}:{s:02d} [scheduler.py:77] Sequence group {n} is preempted '
+    'by PreemptionMode.RECOMPUTE mode because there is not enough KV cache space.',
+    '/usr/lib/python3.12/site-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml package is deprecated.',
+    'Loading safetensors checkpoint shards:  {k}% Completed | {k}/100 [00:{s:02d}<00:40,  2.06it/s]',
+)
+FAILURE = (
+    "(APIServer pid=4711) Traceback (most recent call last):\n"
+    '(APIServer pid=4711)   File "/usr/lib/python3.12/site-packages/vllm/entrypoints/openai/api_server.py", '
+    "line 1916, in run_server\n"
+    "(APIServer pid=4711)     sock.bind((host, port))\n"
+    "(APIServer pid=4711) OSError: [Errno 98] Address already in use\n"
+)
+
+
+def write_log(path: Path, size_bytes: int) -> int:
+    lines = 0
+    with path.open("w", encoding="utf-8") as out:
+        while out.tell() < size_bytes:
+            chunk = [
+                FILLER[i % len(FILLER)].format(m=(i // 60) % 60, s=i % 60, n=i % 10_000, k=i % 100)
+                for i in range(lines, lines + CHUNK_LINES)
+            ]
+            out.write("\n".join(chunk) + "\n")
+            lines += CHUNK_LINES
+        out.write(FAILURE)
+    return lines + 4
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--keep", action="store_true", help="keep the generated log")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="bench-triage-") as tmp:
+        log = Path(tmp) / "big.log"
+        lines = write_log(log, args.size_mb * 1024 * 1024)
+        start = time.monotonic()
+        result = subprocess.run([sys.executable, str(CLI), str(log), "--json"], capture_output=True, text=True,
+                                check=False)
+        seconds = time.monotonic() - start
+        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        report = json.loads(result.stdout) if result.returncode in (0, 1) else {}
+        print(f"log: {log.stat().st_size / 1024 / 1024:.0f} MiB, {lines} lines")
+        print(f"seconds: {seconds:.1f}")
+        print(f"peak RSS: {peak_mb:.0f} MiB")
+        print(f"exit: {result.returncode}, class: {report.get('class')}, root cause: {report.get('root_cause')}")
+        if args.keep:
+            kept = Path.cwd() / "big-triage.log"
+            log.replace(kept)
+            print(f"kept: {kept}")
+    return 0 if result.returncode == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
