@@ -95,4 +95,4 @@ def test_plugin_policy_patch_names_sm12_and_the_override(tmp_path: Path):
     site = pristine_site(tmp_path, "vllm-gguf-plugin", "0.0.5")
     apply_series(site, PATCHES, "vllm-gguf-plugin")
     code = (site / "vllm_gguf_plugin/weights_adapter/default.py").read_text()
-    assert "VLLM_FLEET_DSA_ATTENTION" in code and "capability.major == 12" in code
+    assert "FLEET_DSA_ATTENTION" in code and "capability.major == 12" in code
