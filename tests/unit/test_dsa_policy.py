@@ -90,3 +90,14 @@ def test_backend_must_match_the_mode():
     check_backend(sparse, "")
     check_backend(sparse, "FLASH_ATTN_MLA_SPARSE")
     check_backend(dense, "TRITON_MLA")
+
+
+def test_role_precheck_lists_the_same_dense_only_backends():
+    """The vllm_service precheck refuses sparse DSA on a dense-only backend with the module's list."""
+    import re
+
+    from module_utils.dsa_policy import DENSE_MLA_BACKENDS
+    task = (Path(__file__).resolve().parents[2] / "roles" / "vllm_service" / "tasks" / "precheck.yml").read_text()
+    listed = re.search(r"vllm_service_attention_backend \| upper in \[([^\]]*)\]", task)
+    assert listed, "the precheck no longer checks the backend against the DSA mode"
+    assert {name.strip(" '\"") for name in listed.group(1).split(",")} == DENSE_MLA_BACKENDS

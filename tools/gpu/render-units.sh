@@ -47,9 +47,9 @@ elif [ "$set_" = v033 ]; then
   # indexer tensors present: sparse DSA (vLLM picks the sparse MLA backend: TRITON_MLA is dense-only)
   # against the same file forced to dense MLA (the cuda profile's TRITON_MLA)
   render t-sparse 8106 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${tiny[@]}" -e vllm_service_attention_backend= \
-    -e '{"vllm_service_extra_env": {"FLEET_DSA_ATTENTION": "sparse"}}'
+    -e vllm_service_dsa_attention=sparse
   render t-dense-idx 8107 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${tiny[@]}" \
-    -e '{"vllm_service_extra_env": {"FLEET_DSA_ATTENTION": "dense"}}'
+    -e vllm_service_dsa_attention=dense
   deep=(-e vllm_service_tensor_parallel_size=1 -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.45
         -e "{\"vllm_service_extra_args\": [$kv]}")
   render b-tuned 8201 $D $B "${deep[@]}"
