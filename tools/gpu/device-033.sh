@@ -9,6 +9,8 @@
 #   tiny           series onto hard-linked copies of ~/site (both: ~/site-p; plugin only: ~/site-vu),
 #                  start the tiny units (unpatched, plugin-only, bf16, float16, sparse, dense-with-indexer),
 #                  agreement with transformers, sparse vs dense; meanwhile write the deeper GLM-5-shaped GGUF
+#   restash        a fresh machine: stash without the checks (then `SKIP_CHECKS=1 ... kit N`)
+#   inv            the float16 gap: eager float16 (TRITON_MLA, FLASH_ATTN_MLA) and eager bfloat16 units
 #   big            the deeper GLM-5-shaped units (cuda profile vs vLLM defaults): start times, benchmark
 # Every server runs through tools/gpu/run_unit.py (the rendered ExecStart and EnvironmentFile) with
 # setsid, and is stopped by its process group before the call ends.
@@ -51,8 +53,9 @@ startup_lines() {  # load, compile and graph-capture times as vLLM logs them
   grep -E "Loading weights took|Model loading took|torch.compile took|Compiling a graph|compilation.*took|Graph capturing finished|init engine|KV cache|Available KV|Using .* backend|attention backend|dense MLA|sparse|Application startup complete" \
     "$L/$1.log" | cut -c1-300 | head -40
 }
-kit_step() {  # N
+kit_step() {  # N   (SKIP_CHECKS=1: no import checks, for a second session on a fresh machine)
   cp ".kit033/c/k$1"/* ~/kit/ && python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-600
+  [ -n "${SKIP_CHECKS:-}" ] && return 0
   if [ -d ~/site/torch ] && [ -d ~/site/nvidia/nccl ] && [ ! -f ~/site/.torchcheck ]; then
     PYTHONPATH=~/site timeout 120 python3 - <<'PY' 2>&1 | tail -15 | tee ~/site/.torchcheck
 import torch
@@ -89,6 +92,9 @@ stash)
   ;;
 kit)
   kit_step "$1"
+  ;;
+restash)  # a fresh machine: .gpu033 and the first kit folder, no checks
+  rm -rf "$G" ~/kit && mkdir -p ~/kit && cp -r .gpu033 "$G" && SKIP_CHECKS=1 kit_step 1
   ;;
 tiny)
   python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
@@ -140,6 +146,42 @@ PY
     --out "$R/same-sparse-dense.json" | cut -c1-600
   wait $writer; stamp "GLM-5-shaped: $(tail -2 "$R/make_glm5_shaped.txt" | cut -c1-300)"; df -h /root | tail -1
   pack tiny
+  ;;
+inv)
+  # float16 agreement on 0.33.0 (92.2 %) vs 0.26.0 (98.4 %): the t-f16 / t-bf16 renders with one
+  # change each (derived from the rendered env file with sed, so the rest stays the role's)
+  if [ ! -d ~/site-p ]; then
+    cp -al ~/site ~/site-p && PYTHONPATH=$G python3 -c "
+import os; from pathlib import Path; from module_utils.patch_series import apply_series
+for d in ('vllm', 'vllm-gguf-plugin'): print(apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()['series_id'])
+" | tee "$R/patch-inv.txt"
+  fi
+  U=$G/units
+  derive() {  # new port base sed-expression
+    local n=$1 p=$2 b=$3 e=$4; mkdir -p "$U/$n"; cp "$U/$b/vllm.service" "$U/$b/vllm.env" "$U/$n/"
+    sed -e "s/--port 81[0-9][0-9]/--port $p/" -e "s|/vh/$b/|/vh/$n/|" -e "$e" "$U/$b/release.env" > "$U/$n/release.env"
+  }
+  derive i-f16-eager 8121 t-f16 "s/^FLEET_TUNING_ARGS='/FLEET_TUNING_ARGS='--enforce-eager /"
+  derive i-f16-eager-fa 8122 t-f16 "s/^FLEET_TUNING_ARGS=.*/FLEET_TUNING_ARGS='--enforce-eager --attention-backend FLASH_ATTN_MLA'/"
+  derive i-bf16-eager 8123 t-bf16 "s/^FLEET_TUNING_ARGS='/FLEET_TUNING_ARGS='--enforce-eager /"
+  units="i-f16-eager i-f16-eager-fa i-bf16-eager"
+  for n in $units; do start_unit $n ~/site-p; done
+  deadline=$(( t0 + ${INV_WAIT:-170} ))
+  for n in $units; do
+    if wait_ready $n "$deadline"; then
+      PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+        --model glm-5 --ref "$G/t192" --tokens 128 --out "$R/gen-$n.json" 2>&1 | tail -1 | cut -c1-120
+    else cause $n 6 | tee "$R/cause-$n.txt"; fi
+    grep -E "Using .*backend" "$L/$n.log" | cut -c1-160 | head -2
+  done
+  pack inv; stop_all
+  cd "$G/t192"
+  for n in $units; do
+    [ -f "$R/gen-$n.json" ] && PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" compare "$R/gen-$n.json" \
+      --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --label "$n" --out "$R/cmp-$n.json" 2>&1 | tail -1 | cut -c1-700
+    pack inv
+  done
+  cd - >/dev/null
   ;;
 big)
   units=${UNITS:-b-tuned b-default}
