@@ -428,6 +428,9 @@ def main() -> None:
     ap.add_argument("--outtype", choices=["f32", "q8_0"], default="f32")
     ap.add_argument("--with-indexer", action="store_true",
                     help="also write the DSA indexer tensors (as llama.cpp's current converter does)")
+    ap.add_argument("--indexer-dims", type=lambda t: tuple(int(x) for x in t.split(",")), default=None,
+                    metavar="HEADS,DIM", help="DSA indexer heads and head dim (default 4,64; GLM-5's are "
+                                              "32,128, which CUDA's sparse indexer kernels expect)")
     ap.add_argument("--tokenizer-dir", help="copy tokenizer files from this HF folder instead of building one")
     ap.add_argument("--mla-dims", type=mla_dims, default=None, metavar="NOPE,ROPE,V",
                     help="qk_nope,qk_rope,v head dims (default 64,64,64; CUDA's MLA prefill takes "
@@ -435,6 +438,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.mla_dims:
         DIMS.update(zip(("qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"), args.mla_dims))
+    if args.indexer_dims:
+        DIMS.update(zip(("index_n_heads", "index_head_dim"), args.indexer_dims))
     os.makedirs(args.out, exist_ok=True)
     if args.tokenizer_dir:
         for fn in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):

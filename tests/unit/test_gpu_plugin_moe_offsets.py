@@ -20,13 +20,13 @@ def kernels_loading_an_expert_id(names: list[str]) -> set[str]:
 
 @pytest.mark.slow
 def test_every_fused_moe_kernel_widens_the_expert_id(tmp_path: Path):
-    wheel = zipfile.ZipFile(find_wheel("vllm-gguf-plugin"))
+    wheel = zipfile.ZipFile(find_wheel("vllm-gguf-plugin", "0.0.5"))
     pristine = {n: wheel.read(n).decode() for n in kernels_loading_an_expert_id(wheel.namelist())}
     loading = {n for n, text in pristine.items() if EXPERT_LOAD.search(text)}
     assert len(loading) == 20, sorted(loading)  # one kernel per quant type the plugin's MoE supports
     assert all(not m["cast"] for n in loading for m in EXPERT_LOAD.finditer(pristine[n]))
 
-    site = pristine_site(tmp_path, "vllm-gguf-plugin")
+    site = pristine_site(tmp_path, "vllm-gguf-plugin", "0.0.5")
     apply_series(site, PATCHES, "vllm-gguf-plugin")
     for name in loading:
         patched = (site / name).read_text()

@@ -3,6 +3,7 @@
 
   glm5_agreement.py generate --base-url URL --model NAME --ref REF_DIR --tokens 100 --out gen.json
   glm5_agreement.py compare gen.json --ref REF_DIR --weights A.gguf [B.gguf ...] --label L --out cmp.json
+  glm5_agreement.py same gen-a.json gen-b.json --label L --out same.json
 
 generate: greedy (temperature 0, ignore_eos) from the reference prompts through the OpenAI API,
 generated ids read back as token ids. compare: transformers (float32, CPU, eager) reads the
@@ -77,6 +78,23 @@ def load_model(hf_dir: str, weights: list[str]):
     return model.eval()
 
 
+# A reduced-precision server can only be held to transformers' top-1 where that choice is clear:
+# bfloat16 keeps 8 significant bits (relative spacing 2^-7), so a top-1/top-2 logit margin below a few
+# such steps of the logit's own size can flip through rounding alone.
+RELATIVE_MARGINS = (2 ** -7, 2 ** -5, 2 ** -3)
+
+
+def by_margin(margins: list[tuple[float, float, bool]]) -> list[dict]:
+    """Agreement restricted to positions whose transformers top-1/top-2 margin exceeds
+    rel * |top-1 logit|, for each rel in RELATIVE_MARGINS."""
+    out = []
+    for rel in RELATIVE_MARGINS:
+        kept = [same for margin, top, same in margins if margin > rel * max(top, 1e-6)]
+        out.append({"relative_margin": rel, "positions": len(kept), "agree": sum(kept),
+                    "top1_agreement": round(sum(kept) / len(kept), 4) if kept else None})
+    return out
+
+
 def compare(args: argparse.Namespace) -> None:
     import torch
 
@@ -85,17 +103,40 @@ def compare(args: argparse.Namespace) -> None:
     model = load_model(os.path.join(args.ref, "hf"), args.weights)
     agree = total = 0
     per_seq = []
+    margins: list[tuple[float, float, bool]] = []
     for seq in gen["sequences"]:
         prompt, ids = seq["prompt_ids"], seq["generated_ids"]
         full = torch.tensor([prompt + ids])
         logits = model(full).logits[0]
-        predicted = logits[len(prompt) - 1: len(prompt) - 1 + len(ids)].argmax(-1).tolist()
+        steps = logits[len(prompt) - 1: len(prompt) - 1 + len(ids)]
+        predicted = steps.argmax(-1).tolist()
+        top2 = steps.topk(2, dim=-1).values
+        for (l1, l2), a, b in zip(top2.tolist(), predicted, ids):
+            margins.append((l1 - l2, abs(l1), a == b))
         same = sum(int(a == b) for a, b in zip(predicted, ids))
         per_seq.append({"positions": len(ids), "agree": same})
         agree += same
         total += len(ids)
     result = {"label": args.label, "server_model": gen["model"], "weights": [os.path.basename(w) for w in args.weights],
-              "positions": total, "agree": agree, "top1_agreement": round(agree / total, 4), "per_sequence": per_seq}
+              "positions": total, "agree": agree, "top1_agreement": round(agree / total, 4), "per_sequence": per_seq,
+              "by_margin": by_margin(margins)}
+    json.dump(result, open(args.out, "w"), indent=1)
+    print(json.dumps(result))
+
+
+def same(args: argparse.Namespace) -> None:
+    """Greedy tokens of two servers on the same prompts: equal positions and the first divergence."""
+    a, b = (json.load(open(path)) for path in (args.a, args.b))
+    rows, equal, total = [], 0, 0
+    for sa, sb in zip(a["sequences"], b["sequences"]):
+        x, y = sa["generated_ids"], sb["generated_ids"]
+        first = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), None)
+        eq = sum(int(p == q) for p, q in zip(x, y))
+        rows.append({"positions": min(len(x), len(y)), "equal": eq, "first_divergence": first})
+        equal += eq
+        total += min(len(x), len(y))
+    result = {"label": args.label, "a": a["model"] + " " + a["base_url"], "b": b["model"] + " " + b["base_url"],
+              "positions": total, "equal": equal, "identical": equal == total, "per_sequence": rows}
     json.dump(result, open(args.out, "w"), indent=1)
     print(json.dumps(result))
 
@@ -115,8 +156,13 @@ def main() -> None:
     c.add_argument("--weights", nargs="+", required=True)
     c.add_argument("--label", required=True)
     c.add_argument("--out", required=True)
+    d = sub.add_parser("same")
+    d.add_argument("a")
+    d.add_argument("b")
+    d.add_argument("--label", required=True)
+    d.add_argument("--out", required=True)
     args = ap.parse_args()
-    generate(args) if args.cmd == "generate" else compare(args)
+    {"generate": generate, "compare": compare, "same": same}[args.cmd](args)
 
 
 if __name__ == "__main__":

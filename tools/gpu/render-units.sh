@@ -2,10 +2,14 @@
 # Renders, with tools/gpu/render-unit.yml, the units the GPU acceptance run starts, into OUT/<name>/.
 # Each is the cuda profile of inventory/example-blackwell with only the device-specific values
 # (model path, port, GPU share, TP size) and the one setting under test changed.
-# usage: render-units.sh OUT [single|x2]
+# usage: render-units.sh OUT [single|x2|v033|tp N]
+#   v033: the vllm 0.33.0 acceptance set (issue 21): tiny GLM-5 without indexer (bf16, float16; the
+#         unpatched runs use the same renders with another PYTHONPATH), tiny GLM-5 with indexer
+#         (sparse DSA vs forced dense), the deeper GLM-5-shaped Q4_K model (cuda profile vs defaults)
+#   tp N: the cuda-profile render of that deeper model at tensor parallel size N (2 or 8)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:?usage: render-units.sh OUT [single|x2]}; set_=${2:-single}
+out=${1:?usage: render-units.sh OUT [single|x2|v033|tp N]}; set_=${2:-single}; tp=${3:-2}
 G=/root/gpu; B=/root/big
 render() {  # name port model tokenizer [-e k=v ...]
   local name=$1 port=$2 model=$3 tok=$4; shift 4
@@ -34,6 +38,25 @@ if [ "$set_" = single ]; then
   render b-q4k 8204 $B/glm5-shaped-Q4_K.gguf $B -e vllm_service_tensor_parallel_size=1 \
     -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.12 \
     -e '{"vllm_service_extra_args": ["--kv-cache-memory-bytes", "2147483648"]}'
+elif [ "$set_" = v033 ]; then
+  T=$G/t192; I=$G/t192i; D=$B/glm5-shaped-Q4_K.gguf
+  render t-bf16 8102 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${tiny[@]}"
+  render t-f16 8103 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${tiny[@]}" -e vllm_service_dtype=float16
+  render t-unp 8104 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${tiny[@]}" -e vllm_service_dtype=float16
+  render t-vu 8105 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${tiny[@]}" -e vllm_service_dtype=float16
+  # indexer tensors present: sparse DSA (vLLM picks the sparse MLA backend: TRITON_MLA is dense-only)
+  # against the same file forced to dense MLA (the cuda profile's TRITON_MLA)
+  render t-sparse 8106 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${tiny[@]}" -e vllm_service_attention_backend= \
+    -e vllm_service_dsa_attention=sparse
+  render t-dense-idx 8107 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${tiny[@]}" \
+    -e vllm_service_dsa_attention=dense
+  deep=(-e vllm_service_tensor_parallel_size=1 -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.45
+        -e "{\"vllm_service_extra_args\": [$kv]}")
+  render b-tuned 8201 $D $B "${deep[@]}"
+  render b-default 8203 $D $B "${deep[@]}" "${defaults[@]}"
+elif [ "$set_" = tp ]; then
+  render "tp$tp" $((8300 + tp)) $B/glm5-shaped-Q4_K.gguf $B -e vllm_service_tensor_parallel_size="$tp" \
+    -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.85 -e "{\"vllm_service_extra_args\": [$kv]}"
 else
   x2=(-e vllm_service_tensor_parallel_size=2 "${big[@]}" -e "{\"vllm_service_extra_args\": [$kv]}")
   nofuse='{"vllm_service_compilation_config": {"cudagraph_mode": "FULL_AND_PIECEWISE", "pass_config": {"fuse_allreduce_rms": false}}}'

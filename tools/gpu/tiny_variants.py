@@ -13,6 +13,8 @@ Writes, keeping the reference's metadata (every key but split.*):
                              F32; indexer left out. gguf-py has no K-quant quantizer, so Q6_K
                              blocks are packed here (llama.cpp's block_q6_k layout) and checked
                              by dequantizing them again with gguf-py.
+  tiny-glm5-Q8_0-idx.gguf    only for a model with DSA indexer tensors (make_glm5_tiny.py
+                             --with-indexer): gguf-py's Q8_0 with the indexer kept (sparse DSA)
 """
 from __future__ import annotations
 
@@ -70,11 +72,11 @@ def numpy_shape(t) -> tuple[int, ...]:
     return tuple(int(n) for n in reversed(t.shape))
 
 
-def write_variant(meta_reader, tensors, out_path: str, convert) -> None:
+def write_variant(meta_reader, tensors, out_path: str, convert, keep_indexer: bool = False) -> None:
     w = gguf.GGUFWriter(out_path, meta_reader.fields["general.architecture"].contents())
     copy_metadata(meta_reader, w)
     for t in tensors:
-        if ".indexer." in t.name:
+        if ".indexer." in t.name and not keep_indexer:
             continue
         arr, raw = convert(t)
         w.add_tensor(t.name, arr, raw_dtype=raw)
@@ -113,7 +115,14 @@ def main() -> None:
         return gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0
 
     write_variant(shards[0], f32, os.path.join(out, "tiny-glm5-Q6_K-noidx.gguf"), to_k)
-    for name in ("tiny-glm5-Q8_0-noidx.gguf", "tiny-glm5-Q6_K-noidx.gguf"):
+    names = ["tiny-glm5-Q8_0-noidx.gguf", "tiny-glm5-Q6_K-noidx.gguf"]
+    if any(".indexer." in t.name for t in f32):  # a model written with --with-indexer: keep it too
+        def f32_or_q8(t):
+            x = np.asarray(t.data, dtype=np.float32).reshape(numpy_shape(t))
+            return (x, None) if keep_f32(t.name, x.shape) else (gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0)
+        write_variant(shards[0], f32, os.path.join(out, "tiny-glm5-Q8_0-idx.gguf"), f32_or_q8, keep_indexer=True)
+        names.append("tiny-glm5-Q8_0-idx.gguf")
+    for name in names:
         r = gguf.GGUFReader(os.path.join(out, name))
         kinds = sorted({t.tensor_type.name for t in r.tensors})
         print(name, len(r.tensors), "tensors", kinds, os.path.getsize(os.path.join(out, name)), "bytes")

@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Device side of the vllm 0.33.0 acceptance run (issue 21), run from the checkout's root on the H200
+# machine. One device call per phase; the machine keeps ~/kit, ~/site and ~/gpu while the next call
+# comes within ~30 s. Carried: .gpu033 (this folder's tools, module_utils, the series, the rendered
+# units, the tiny models) in the first call, then one kit folder (tools/gpu/make-kit-033.sh) per call.
+#   stash          copy .gpu033 to ~/gpu, record nvidia-smi, then `kit 1`
+#   kit N          add .kit033/c/kN to ~/kit and install every wheel now complete (kit_install.py);
+#                  once torch + NCCL are in: import check; once the core group is in: vllm import check
+#   tiny           series onto hard-linked copies of ~/site (both: ~/site-p; plugin only: ~/site-vu),
+#                  start the tiny units (unpatched, plugin-only, bf16, float16, sparse, dense-with-indexer),
+#                  agreement with transformers, sparse vs dense; meanwhile write the deeper GLM-5-shaped GGUF
+#   restash        a fresh machine: stash without the checks (then `SKIP_CHECKS=1 ... kit N`)
+#   inv            the float16 gap: eager float16 (TRITON_MLA, FLASH_ATTN_MLA) and eager bfloat16 units
+#   big            the deeper GLM-5-shaped units (cuda profile vs vLLM defaults): start times, benchmark
+# Every server runs through tools/gpu/run_unit.py (the rendered ExecStart and EnvironmentFile) with
+# setsid, and is stopped by its process group before the call ends.
+set -uo pipefail
+phase=${1:?phase}; shift
+G=$HOME/gpu; L=$HOME/logs; R=$HOME/results; mkdir -p "$L" "$R"; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+# torch 2.14 needs the carried NCCL (and cuDNN, if carried), not the image's
+export LD_LIBRARY_PATH=$HOME/site/nvidia/nccl/lib:$HOME/site/nvidia/cudnn/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+t0=$(date +%s); stamp() { echo "[$(( $(date +%s) - t0 ))s] $*"; }
+pack() { tar -C "$HOME" -czf "$OUT/$1.tgz" logs results 2>/dev/null; }
+
+start_unit() {  # name site
+  local n=$1 site=$2
+  setsid python3 "$G/tools/gpu/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/release.env" \
+    --env-file "$G/units/$n/vllm.env" --python python3 --set PYTHONPATH="$site" > "$L/$n.log" 2>&1 < /dev/null &
+  echo $! > "$L/$n.pid"; echo "$(date +%s)" > "$L/$n.t0"; stamp "started $n (pid $!, PYTHONPATH=$site)"
+}
+port_of() { grep -o -- '--port [0-9]*' "$G/units/$1/release.env" | cut -d' ' -f2; }
+alive() { kill -0 "$(cat "$L/$1.pid")" 2>/dev/null; }
+wait_ready() {  # name deadline_epoch -> 0 ready, 1 exited, 2 timeout
+  local n=$1 until=$2 port; port=$(port_of "$1")
+  while [ "$(date +%s)" -lt "$until" ]; do
+    if curl -sf "http://127.0.0.1:$port/v1/models" >/dev/null 2>&1; then
+      echo $(( $(date +%s) - $(cat "$L/$n.t0") )) > "$R/ready-s-$n.txt"; stamp "$n ready"; return 0; fi
+    alive "$n" || { stamp "$n exited"; return 1; }
+    sleep 2
+  done
+  stamp "$n not ready (timeout)"; return 2
+}
+stop_unit() { [ -f "$L/$1.pid" ] || return 0; kill -TERM -- "-$(cat "$L/$1.pid")" 2>/dev/null; }
+kill_unit() { [ -f "$L/$1.pid" ] || return 0; kill -KILL -- "-$(cat "$L/$1.pid")" 2>/dev/null; rm -f "$L/$1.pid"; }
+stop_all() { for f in "$L"/*.pid; do [ -f "$f" ] && stop_unit "$(basename "$f" .pid)"; done; sleep 6
+             for f in "$L"/*.pid; do [ -f "$f" ] && kill_unit "$(basename "$f" .pid)"; done; }
+cause() {  # the lines that name why a server died
+  grep -E "Error|error:|Exception|raise |NotImplemented|not supported|Unknown gguf|missing" "$L/$1.log" \
+    | grep -v -E "^\s*$|warnings.warn|FutureWarning" | head -"${2:-8}" | cut -c1-400
+}
+startup_lines() {  # load, compile and graph-capture times as vLLM logs them
+  grep -E "Loading weights took|Model loading took|torch.compile took|Compiling a graph|compilation.*took|Graph capturing finished|init engine|KV cache|Available KV|Using .* backend|attention backend|dense MLA|sparse|Application startup complete" \
+    "$L/$1.log" | cut -c1-300 | head -40
+}
+kit_step() {  # N   (SKIP_CHECKS=1: no import checks, for a second session on a fresh machine)
+  cp ".kit033/c/k$1"/* ~/kit/ && python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-600
+  [ -n "${SKIP_CHECKS:-}" ] && return 0
+  if [ -d ~/site/torch ] && [ -d ~/site/nvidia/nccl ] && [ ! -f ~/site/.torchcheck ]; then
+    PYTHONPATH=~/site timeout 120 python3 - <<'PY' 2>&1 | tail -15 | tee ~/site/.torchcheck
+import torch
+print("torch", torch.__version__, torch.__file__, "cuda", torch.version.cuda, torch.cuda.is_available())
+print("nccl", torch.cuda.nccl.version(), "cudnn runtime", torch._C._cudnn.getRuntimeVersion() if hasattr(torch._C, "_cudnn") else None,
+      "compiled", torch._C._cudnn.getCompileVersion() if hasattr(torch._C, "_cudnn") else None)
+x = torch.randn(1024, 1024, device="cuda", dtype=torch.bfloat16); print("matmul ok", float((x @ x).float().abs().mean()))
+try:
+    print("cudnn usable:", torch.backends.cudnn.is_acceptable(x.float()), torch.backends.cudnn.version())
+except Exception as err:
+    print("cudnn check:", type(err).__name__, str(err)[:300])
+PY
+  fi
+  if python3 -c "import json,sys; k=json.load(open(sys.argv[1])); d=set(open(sys.argv[2]).read().split()); sys.exit(0 if all(w in d for w,e in k['wheels'].items() if e['group']=='core') else 1)" \
+      ~/kit/kit.json ~/site/.kit-installed 2>/dev/null && [ ! -f ~/site/.vllmcheck ]; then
+    PYTHONPATH=~/site timeout 150 python3 -c "
+import vllm, vllm_gguf_plugin, triton, torch
+print('vllm', vllm.__version__, vllm.__file__, 'triton', triton.__version__, 'torch', torch.__version__)
+import vllm.entrypoints.openai.api_server
+import vllm.models.deepseek_v32
+print('api_server + deepseek_v32 import ok')
+" 2>&1 | grep -v -E "^\s*$" | tail -12 | tee ~/site/.vllmcheck
+  fi
+}
+
+case $phase in
+stash)
+  rm -rf "$G" ~/kit && mkdir -p ~/kit && cp -r .gpu033 "$G" && stamp "stashed $(du -sh "$G" | cut -f1)"
+  nvidia-smi --query-gpu=index,name,pci.bus_id,driver_version,memory.total,compute_cap --format=csv | tee "$OUT/h200-1gpu.query.csv"
+  nvidia-smi -q -x > "$OUT/h200-1gpu.q.xml" 2>/dev/null
+  echo "LD_LIBRARY_PATH(image)=${LD_LIBRARY_PATH#*cudnn/lib}"; df -h "$HOME" | tail -1; nproc; free -g | head -2
+  python3 -c "import sys, numpy, numba, cuda.bindings; print(sys.version.split()[0], 'numpy', numpy.__version__, 'numba', numba.__version__, 'cuda-bindings', cuda.bindings.__version__)" 2>&1 | tail -1
+  kit_step 1
+  ;;
+kit)
+  kit_step "$1"
+  ;;
+restash)  # a fresh machine: .gpu033 and the first kit folder, no checks
+  rm -rf "$G" ~/kit && mkdir -p ~/kit && cp -r .gpu033 "$G" && SKIP_CHECKS=1 kit_step 1
+  ;;
+tiny)
+  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  # hard-linked copies: the series replace files atomically (new inode), so ~/site stays pristine
+  rm -rf ~/site-p ~/site-vu && cp -al ~/site ~/site-p && cp -al ~/site ~/site-vu
+  PYTHONPATH=$G python3 - <<'PY' 2>&1 | tee "$R/patch.txt"
+import json, os
+from pathlib import Path
+from module_utils.patch_series import apply_series
+home, series = Path(os.path.expanduser("~")), Path(os.path.expanduser("~/gpu/series"))
+for site, dists in (("site-p", ("vllm", "vllm-gguf-plugin")), ("site-vu", ("vllm-gguf-plugin",))):
+    for dist in dists:
+        r = apply_series(home / site, series, dist).as_dict()
+        print(site, json.dumps({k: r[k] for k in ("distribution", "version", "series_id", "action")}))
+PY
+  stamp "patched"
+  # the deeper GLM-5-shaped model for `big`, written while the tiny servers start
+  mkdir -p /root/big
+  ( [ -f /root/big/glm5-shaped-Q4_K.gguf ] || PYTHONPATH=~/site-p python3 "$G/tools/gpu/make_glm5_shaped.py" /root/big \
+      --qtype q4_k --dense 1 --moe "${MOE:-8}" > "$R/make_glm5_shaped.txt" 2>&1 ) & writer=$!
+  start_unit t-unp ~/site; start_unit t-vu ~/site-vu
+  for n in t-bf16 t-f16 t-sparse t-dense-idx; do start_unit $n ~/site-p; done
+  deadline=$(( t0 + ${TINY_WAIT:-420} ))
+  for n in t-unp t-vu; do
+    wait_ready $n "$(( t0 + ${FAIL_WAIT:-300} ))"; echo "rc $?" > "$R/$n.status"; cause $n 10 > "$R/cause-$n.txt"
+    stamp "$n: $(head -c 1200 "$R/cause-$n.txt")"; stop_unit $n
+  done
+  for n in t-bf16 t-f16 t-sparse t-dense-idx; do
+    case $n in t-sparse|t-dense-idx) T=$G/t192i;; *) T=$G/t192;; esac
+    if wait_ready $n "$deadline"; then
+      PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+        --model glm-5 --ref "$T" --tokens ${TOKENS:-128} --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
+    else cause $n 10 | tee "$R/cause-$n.txt"; fi
+    startup_lines $n > "$R/startup-$n.txt"
+  done
+  pack tiny
+  stop_all
+  grep -h -E "dense MLA|DSA|sparse|backend" "$L"/t-*.log | cut -c1-300 | sort | uniq -c | head -30 > "$R/dsa-lines.txt"
+  cat "$R/dsa-lines.txt"
+  cd "$G/t192"
+  for n in t-bf16 t-f16; do
+    [ -f "$R/gen-$n.json" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare "$R/gen-$n.json" \
+      --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --label "$n vs transformers on the file's own weights" \
+      --out "$R/cmp-$n.json" 2>&1 | tail -1 | cut -c1-900
+  done
+  cd - >/dev/null
+  [ -f "$R/gen-t-sparse.json" ] && [ -f "$R/gen-t-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+    same "$R/gen-t-sparse.json" "$R/gen-t-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
+    --out "$R/same-sparse-dense.json" | cut -c1-600
+  wait $writer; stamp "GLM-5-shaped: $(tail -2 "$R/make_glm5_shaped.txt" | cut -c1-300)"; df -h /root | tail -1
+  pack tiny
+  ;;
+inv)
+  # float16 agreement on 0.33.0 (92.2 %) vs 0.26.0 (98.4 %): the t-f16 / t-bf16 renders with one
+  # change each (derived from the rendered env file with sed, so the rest stays the role's)
+  if [ ! -d ~/site-p ]; then
+    cp -al ~/site ~/site-p && PYTHONPATH=$G python3 -c "
+import os; from pathlib import Path; from module_utils.patch_series import apply_series
+for d in ('vllm', 'vllm-gguf-plugin'): print(apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()['series_id'])
+" | tee "$R/patch-inv.txt"
+  fi
+  U=$G/units
+  derive() {  # new port base sed-expression
+    local n=$1 p=$2 b=$3 e=$4; mkdir -p "$U/$n"; cp "$U/$b/vllm.service" "$U/$b/vllm.env" "$U/$n/"
+    sed -e "s/--port 81[0-9][0-9]/--port $p/" -e "s|/vh/$b/|/vh/$n/|" -e "$e" "$U/$b/release.env" > "$U/$n/release.env"
+  }
+  derive i-f16-eager 8121 t-f16 "s/^FLEET_TUNING_ARGS='/FLEET_TUNING_ARGS='--enforce-eager /"
+  derive i-f16-eager-fa 8122 t-f16 "s/^FLEET_TUNING_ARGS=.*/FLEET_TUNING_ARGS='--enforce-eager --attention-backend FLASH_ATTN_MLA'/"
+  derive i-bf16-eager 8123 t-bf16 "s/^FLEET_TUNING_ARGS='/FLEET_TUNING_ARGS='--enforce-eager /"
+  units="i-f16-eager i-f16-eager-fa i-bf16-eager"
+  for n in $units; do start_unit $n ~/site-p; done
+  deadline=$(( t0 + ${INV_WAIT:-170} ))
+  for n in $units; do
+    if wait_ready $n "$deadline"; then
+      PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+        --model glm-5 --ref "$G/t192" --tokens 128 --out "$R/gen-$n.json" 2>&1 | tail -1 | cut -c1-120
+    else cause $n 6 | tee "$R/cause-$n.txt"; fi
+    grep -E "Using .*backend" "$L/$n.log" | cut -c1-160 | head -2
+  done
+  pack inv; stop_all
+  cd "$G/t192"
+  for n in $units; do
+    [ -f "$R/gen-$n.json" ] && PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" compare "$R/gen-$n.json" \
+      --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --label "$n" --out "$R/cmp-$n.json" 2>&1 | tail -1 | cut -c1-700
+    pack inv
+  done
+  cd - >/dev/null
+  ;;
+big)
+  units=${UNITS:-b-tuned b-default}
+  for n in $units; do start_unit $n ~/site-p; done
+  deadline=$(( t0 + ${BIG_WAIT:-400} ))
+  for n in $units; do wait_ready $n "$deadline" || cause $n 10 | tee "$R/cause-$n.txt"; done
+  for n in $units; do
+    startup_lines $n > "$R/startup-$n.txt"
+    curl -sf "http://127.0.0.1:$(port_of $n)/v1/models" >/dev/null || continue
+    stamp "bench $n"
+    PYTHONPATH=~/site-p timeout ${BENCH_TIMEOUT:-110} python3 "$G/tools/vllm_bench.py" --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+      --model glm-5 --concurrency ${CONC:-8 32} --requests-per-level 32 --max-tokens 128 --decode-requests 3 \
+      --decode-max-tokens 256 --gguf /root/big/glm5-shaped-Q4_K.gguf --num-gpus 1 --gpu-name "NVIDIA H200" \
+      --json "$R/bench-$n.json" 2>&1 | tee "$R/bench-$n.txt" | tail -8
+    pack big
+  done
+  for n in $units; do echo "== $n"; cat "$R/startup-$n.txt" | head -14; done
+  stop_all; pack big
+  ;;
+esac
+nvidia-smi --query-gpu=memory.used --format=csv,noheader
+stamp "phase $phase done"
