@@ -71,12 +71,26 @@ def load(root: Path, release_id: str) -> Release:
     return Release(release_id, path, manifest, failed)
 
 
+def is_release(path: Path) -> bool:
+    """A directory the toolkit made as a release: its release.json parses and names the directory.
+
+    Anything else under the root (a venv directory, another tool's data, a half-made release
+    whose manifest was never written) is not listed, so it is never pruned.
+    """
+    if not path.is_dir() or path.is_symlink() or path.name.startswith("."):
+        return False
+    try:
+        manifest = json.loads((path / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(manifest, dict) and manifest.get("id") == path.name
+
+
 def releases(root: Path) -> list[Release]:
     """Every release directory under root, oldest first."""
     if not root.is_dir():
         return []
-    found = [load(root, entry.name) for entry in root.iterdir()
-             if entry.is_dir() and not entry.is_symlink() and not entry.name.startswith(".")]
+    found = [load(root, entry.name) for entry in root.iterdir() if is_release(entry)]
     return sorted(found, key=lambda release: (release.created, release.id))
 
 

@@ -151,3 +151,22 @@ def test_described_carries_the_current_release_manifest_and_the_outcome_wins(roo
     planned = described(root, switch(root, "bbb", dry_run=True))  # check mode: links unchanged
     assert planned["current"] == "bbb" and planned["current_manifest"]["id"] == "bbb"
     assert described(root / "missing", {})["current_manifest"] == {}
+
+
+def test_prune_removes_only_directories_that_are_releases(root: Path, venv: Path):
+    """A release root shared with other data (e.g. set to /opt/vllm-fleet, beside envs/) loses none of it."""
+    switch(root, "bbb")
+    switch(root, "ccc")
+    foreign = {"envs": None, "half-made": None, "other-id": {"id": "someone-else"}, "broken": "{not json"}
+    for name, manifest in foreign.items():
+        (root / name).mkdir()
+        (root / name / "keep.txt").write_text("data\n")
+        if isinstance(manifest, dict):
+            (root / name / "release.json").write_text(json.dumps(manifest))
+        elif manifest:
+            (root / name / "release.json").write_text(manifest)
+    removed = prune(root, keep=1)["removed"]
+    assert removed == ["aaa"]
+    assert [release.id for release in releases(root)] == ["bbb", "ccc"]
+    for name in foreign:
+        assert (root / name / "keep.txt").read_text() == "data\n"
