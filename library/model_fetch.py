@@ -16,8 +16,8 @@ description:
     huggingface_hub (its own resume and transfer backend).
   - Verifies every file's sha256 (from the profile, or from the hub's LFS metadata; the git blob id
     for small files kept in git), hashing several files at once; then reads every shard's GGUF
-    header: every C(-NNNNN-of-NNNNN) present, split.no/split.count consistent, each tensor in exactly
-    one shard, split.tensors.count, architecture and tensor count as expected.
+    header (every C(-NNNNN-of-NNNNN) present, split.no/split.count consistent, each tensor in exactly
+    one shard, split.tensors.count, architecture and tensor count as expected).
   - Only a verified set is moved into versions/ and made current; on any failure the current set
     is untouched. A manifest (size, mtime, sha256 of each file) lets a later run skip all work.
   - Keeps I(keep_previous) earlier versions besides the current one and removes older ones.
@@ -101,19 +101,20 @@ pruned: {description: Versions removed by retention., returned: always, type: li
 problems: {description: What is wrong, one sentence each, naming the file., returned: always, type: list}
 """
 
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gguf_files import CONFIG_FILE, OPTIONAL_HF_FILES, TOKENIZER_FILES
 from ansible.module_utils.model_download import FetchError, RemoteFile, resolve_hf
 from ansible.module_utils.model_fetch import FetchRequest, ensure_model
+from ansible.module_utils.model_profile import plain_name_problem, url_file_name
 
 HF_FILES = [CONFIG_FILE, *TOKENIZER_FILES, *OPTIONAL_HF_FILES]
 
 
 def listed_files(params: dict) -> list[RemoteFile]:
-    return [RemoteFile(name=f.get("name") or PurePosixPath(f.get("url") or "").name, url=f.get("url"),
-                       sha256=f.get("sha256"), size=f.get("size")) for f in params["files"]]
+    return [RemoteFile(name=url_file_name(f), url=f.get("url"), sha256=f.get("sha256"), size=f.get("size"))
+            for f in params["files"]]
 
 
 def local_files(params: dict) -> list[RemoteFile]:
@@ -164,12 +165,18 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
+    bad_names = [problem for name in params["gguf_files"] if (problem := plain_name_problem("gguf_files entry", name))]
+    if bad_names:
+        module.fail_json(msg="model fetch refused: " + "; ".join(bad_names))
     try:
         files = {"url": listed_files, "staged": listed_files, "local": local_files, "hf": hub_files}[params["source"]](params)
     except (FetchError, OSError, ImportError) as error:
         module.fail_json(msg=f"model fetch failed: cannot list the {params['source']} source's files: {error}")
     except Exception as error:  # noqa: BLE001 - huggingface_hub's errors (missing repo, auth) named as they come
         module.fail_json(msg=f"model fetch failed: cannot list the hub's files: {type(error).__name__}: {error}")
+    bad_names = [problem for f in files if (problem := plain_name_problem("file name", f.name))]
+    if bad_names:
+        module.fail_json(msg="model fetch refused: " + "; ".join(bad_names))
     missing_hashes = [f.name for f in files if params["source"] == "url" and not f.sha256]
     if missing_hashes:
         module.fail_json(msg=f"model fetch refused: no sha256 in the model profile for {', '.join(missing_hashes)}")

@@ -7,10 +7,10 @@ DOCUMENTATION = r"""
 module: nvidia_driver_policy
 short_description: Check a requested NVIDIA driver set-up against the detected GPUs, decide reboots
 description:
-  - With I(compute_capabilities): picks the kernel-module flavour (open for compute capability
-    >= 10, which the proprietary modules do not support) and fails, naming the reason, when the
+  - With I(compute_capabilities), picks the kernel-module flavour (open for compute capability
+    10 or higher, which the proprietary modules do not support) and fails, naming the reason, when the
     requested flavour or I(branch) cannot drive these GPUs.
-  - With I(reboot_policy): compares the loaded kernel module's version with the installed driver
+  - With I(reboot_policy), compares the loaded kernel module's version with the installed driver
     and returns C(action) reboot, none or fail; a loaded module that differs from the installed one
     (the NVML "Driver/library version mismatch") fails when the policy forbids a reboot.
   - Never changes anything.

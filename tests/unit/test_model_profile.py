@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from module_utils.gguf_files import ShardHeader, split_set_problems
-from module_utils.model_profile import profile_problems
+from module_utils.model_profile import plain_name_problem, profile_problems, url_file_name, url_problems
 
 SHARDS = ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf"]
 SHA = "a" * 64
@@ -52,3 +52,25 @@ def test_tensor_counts_and_architecture_are_checked():
         "the shards hold 2 tensors, split.tensors.count says 3",
         "the set holds 2 tensors, the model profile expects 3",
         "m-00001-of-00002.gguf: architecture qwen3, the model profile expects glm-dsa"]
+
+
+def test_a_presigned_url_without_a_name_names_its_file_by_the_path_alone():
+    urls = [{"url": f"https://bucket.example/models/{n}?X-Amz-Signature=abc%2Fdef&X-Amz-Expires=3600", "sha256": SHA}
+            for n in SHARDS]
+    assert [url_file_name(entry) for entry in urls] == SHARDS
+    assert profile_problems("url", SHARDS, {"urls": urls}, urls) == []
+
+
+def test_names_that_are_not_one_path_component_are_refused_before_any_change():
+    bad = ["../../etc/passwd", "/var/lib/other/model.gguf", "sub/m.gguf", "..", ""]
+    for name in bad:
+        if not name:  # an empty name in urls means "take it from the URL"
+            assert plain_name_problem("gguf_files entry", name)
+            continue
+        assert plain_name_problem("gguf_files entry", name), name
+        urls = [{"url": "https://mirror/x.gguf", "name": name, "sha256": SHA}]
+        assert any(p.startswith("urls[0] name") for p in url_problems(urls, [])), name
+    problems = profile_problems("local", ["../m.gguf"], {"local_dir": "/nfs/m"}, [])
+    assert problems == ["gguf_files entry '../m.gguf' is not a plain file name (one path component: no '/', "
+                        "not '.' or '..')"]
+    assert plain_name_problem("gguf_files entry", "GLM-5-Q4_K_M-00001-of-00009.gguf") is None
