@@ -70,3 +70,19 @@ def test_mistyped_variable_stops_before_any_change(deployed: PlayRun, tmp_path: 
     assert "vllm_service_port" in result.output
     assert result.changed == 0
     assert service_state() == before
+
+
+@pytest.mark.parametrize(("user", "named"), [
+    ("root", "vllm_service_user is root"),
+    # dbus's account on the test host: a system account the role did not make.
+    ("messagebus", "vllm_service_user messagebus has home /nonexistent, not vllm_service_home /var/lib/vllm"),
+])
+def test_service_user_the_role_did_not_create_stops_before_any_change(deployed: PlayRun, tmp_path: Path,
+                                                                     user: str, named: str):
+    before = service_state()
+    result = run_playbook(tmp_path, vllm_service_user=user)
+    assert result.rc != 0
+    output = " ".join(result.output.split())  # the YAML callback folds long messages
+    assert named in output and "The cleanup before every start stops the service user" in output
+    assert result.changed == 0
+    assert service_state() == before
