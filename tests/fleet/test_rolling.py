@@ -76,6 +76,9 @@ def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: Local
     # FIRST: the new release serves; MIDDLE: its old release again, the failed one kept and marked.
     assert current_release(FIRST) != releases[FIRST] and main_pid(FIRST) != pids[FIRST]
     assert "FLEET_TEST_MARK=1" in on(FIRST, f"tr '\\0' '\\n' < /proc/{main_pid(FIRST)}/environ")
+    # Extra env values may be secrets: the release's manifest keeps their names only.
+    manifest = json.loads(on(FIRST, "cat /opt/vllm-fleet/releases/current/release.json"))
+    assert manifest["tuning"]["extra_env"] == ["FLEET_TEST_MARK"], manifest["tuning"]
     assert current_release(MIDDLE) == releases[MIDDLE] and active(MIDDLE) == "active"
     failed = on(MIDDLE, "readlink /opt/vllm-fleet/releases/previous")
     assert "NO_SUCH_BACKEND" in on(MIDDLE, f"cat /opt/vllm-fleet/releases/{failed}/FAILED")
