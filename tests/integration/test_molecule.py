@@ -33,6 +33,14 @@ def test_molecule_vllm_scenario():
 
 
 @pytest.mark.slow
+def test_molecule_model_scenario():
+    output = assert_molecule_scenario_passes("model", VLLM_FLEET_MOLECULE_IMAGE=golden.ensure())
+    # converge placed the new set; idempotence (checked by molecule) found it placed
+    assert "model : Download, verify and place the model set, then switch current to it" in \
+        changed_role_tasks(output, ("model",))
+
+
+@pytest.mark.slow
 def test_molecule_vllm_service_scenario():
     output = golden_scenario("vllm_service")
     assert "TASK [python_env : Install the pinned packages]" in output
