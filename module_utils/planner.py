@@ -610,7 +610,7 @@ def make_plan(model: Model, layout: Layout, reserve: Reserve | None = None, sugg
     if need > budget:
         plan.no_go.append(f"weights need {per_stage_weights[fullest] / GIB:.1f} GiB per GPU (+{reserve.total_bytes / GIB:.1f} "
                           f"GiB activations/graphs), the budget is {budget / GIB:.1f} GiB "
-                          f"({layout.gpu_memory_gib:g} GiB x {layout.gpu_memory_utilization:g})")
+                          f"({layout.gpu_memory_gib:.1f} GiB x {layout.gpu_memory_utilization:g})")
     elif tokens < layout.max_model_len:
         plan.no_go.append(f"the KV cache holds {tokens} tokens per GPU, max_model_len {layout.max_model_len} needs "
                           f"more: lower max_model_len to {max_len}")
