@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .roofline import Roofline, TensorSize, bytes_touched_per_token, gpu_bandwidth_gbs, read_tensor_sizes, split_siblings
+from .roofline import (Roofline, TensorSize, bytes_touched_per_token, gpu_bandwidth_gbs, read_tensor_sizes,
+                       split_siblings)
 
 GIB = 1024**3
 
@@ -242,7 +243,8 @@ def layer_matrices(dims: ModelDims, layer: int) -> list[tuple[str, int, bool]]:
                  q_in * dims.num_heads * (dims.qk_nope_head_dim + dims.qk_rope_head_dim), True),
                 (p + "attn_kv_a_mqa.weight", h * (dims.kv_lora_rank + dims.qk_rope_head_dim), True),
                 (p + "attn_kv_a_norm.weight", dims.kv_lora_rank, False),
-                (p + "attn_kv_b.weight", dims.kv_lora_rank * dims.num_heads * (dims.qk_nope_head_dim + dims.v_head_dim), True),
+                (p + "attn_kv_b.weight",
+                 dims.kv_lora_rank * dims.num_heads * (dims.qk_nope_head_dim + dims.v_head_dim), True),
                 (p + "attn_output.weight", dims.num_heads * dims.v_head_dim * h, True)]
         if dims.index_head_dim:
             idx = dims.index_head_dim
@@ -262,7 +264,8 @@ def layer_matrices(dims: ModelDims, layer: int) -> list[tuple[str, int, bool]]:
         out += [(p + "ffn_gate_inp.weight", h * e, True), (p + "exp_probs_b.bias", e, False)]
         out += [(p + f"ffn_{kind}_exps.weight", e * h * mi, True) for kind in ("gate", "up", "down")]
         if dims.shared_experts:
-            out += [(p + f"ffn_{kind}_shexp.weight", dims.shared_experts * h * mi, True) for kind in ("gate", "up", "down")]
+            out += [(p + f"ffn_{kind}_shexp.weight", dims.shared_experts * h * mi, True)
+                    for kind in ("gate", "up", "down")]
     else:
         out += [(p + f"ffn_{kind}.weight", h * dims.intermediate_size, True) for kind in ("gate", "up", "down")]
     return out
@@ -523,7 +526,8 @@ def fix_suggestions(model: Model, layout: Layout, reserve: Reserve) -> list[str]
             continue
         bigger = Layout(**{**asdict(layout), "tp": tp, "pp": pp, "gpus": max(layout.gpus, tp * pp)})
         if fits(dims, tensors, bigger, reserve):
-            how = f"raise TP to {tp}" if pp == layout.pp else (f"add PP {pp}" if tp == layout.tp else f"TP {tp} x PP {pp}")
+            how = (f"raise TP to {tp}" if pp == layout.pp
+                   else f"add PP {pp}" if tp == layout.tp else f"TP {tp} x PP {pp}")
             more = "" if tp * pp <= layout.gpus else f" ({tp * pp} GPUs; this host has {layout.gpus})"
             fixes.append(how + more)
             break
@@ -608,7 +612,8 @@ def make_plan(model: Model, layout: Layout, reserve: Reserve | None = None, sugg
         plan.notes.append(f"{mtp / GIB:.1f} GiB of MTP (next-token prediction) layers are not loaded by vLLM")
     need = per_stage_weights[fullest] + reserve.total_bytes
     if need > budget:
-        plan.no_go.append(f"weights need {per_stage_weights[fullest] / GIB:.1f} GiB per GPU (+{reserve.total_bytes / GIB:.1f} "
+        plan.no_go.append(f"weights need {per_stage_weights[fullest] / GIB:.1f} GiB per GPU "
+                          f"(+{reserve.total_bytes / GIB:.1f} "
                           f"GiB activations/graphs), the budget is {budget / GIB:.1f} GiB "
                           f"({layout.gpu_memory_gib:.1f} GiB x {layout.gpu_memory_utilization:g})")
     elif tokens < layout.max_model_len:

@@ -132,7 +132,8 @@ def test_demo_gguf_agrees_with_the_roofline_module():
     plan = make_plan(load_gguf_model([str(DEMO_GGUF)]), layout)
     roofline = roofline_for(str(DEMO_GGUF), 1, "NVIDIA H200", None)
     assert plan.go and plan.decode_bytes_per_token == roofline.bytes_per_token
-    assert plan.weight_bytes == roofline.total_bytes and plan.roofline["ceiling_tok_s"] == round(roofline.ceiling_tok_s, 1)
+    assert plan.weight_bytes == roofline.total_bytes
+    assert plan.roofline["ceiling_tok_s"] == round(roofline.ceiling_tok_s, 1)
     config_plan = make_plan(load_config_model(str(Path(DEMO_MODEL_DIR) / "config.json"), "F32"), layout)
     assert config_plan.weight_bytes == plan.weight_bytes and config_plan.parameters == plan.parameters
 
@@ -140,7 +141,8 @@ def test_demo_gguf_agrees_with_the_roofline_module():
 @pytest.fixture(scope="module")
 def tiny_glm5(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-glm5")
-    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "make_glm5_tiny.py"), "--out", str(out), "--with-indexer"],
+    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "make_glm5_tiny.py"), "--out", str(out),
+                    "--with-indexer"],
                    check=True, capture_output=True, timeout=120)
     return out
 
