@@ -43,6 +43,7 @@ class TensorSize:
     name: str
     n_bytes: int
     rows: int  # outermost dimension (ggml's last ne): vocabulary size for the embedding table
+    n_elements: int = 0  # weights in the tensor (0 where the caller did not know: a hand-made list)
 
 
 @dataclass
@@ -118,7 +119,7 @@ def read_tensor_sizes(paths: list[Path]) -> tuple[list[TensorSize], int, int]:
                 expert_count = int(field.contents())
             elif key.endswith(".expert_used_count"):
                 expert_used = int(field.contents())
-        sizes.extend(TensorSize(t.name, int(t.n_bytes), int(t.shape[-1]) if len(t.shape) else 1)
+        sizes.extend(TensorSize(t.name, int(t.n_bytes), int(t.shape[-1]) if len(t.shape) else 1, int(t.n_elements))
                      for t in reader.tensors)
     return sizes, expert_count, expert_used
 

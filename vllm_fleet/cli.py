@@ -6,6 +6,9 @@ deploy (site.yml), restart (rolling restart), verify, triage, status, rollback. 
 each host's current task; at the end a summary (host, release, state, tok/s) and, with --json, a
 result file. Exit codes: 0 all hosts fine, 3 a host failed, 4 a host unreachable, 5 a host's new
 release failed and was rolled back, 1 anything else (2: bad usage).
+
+  vllm-fleet plan ...   runs no playbook: the offline capacity planner (vllm_fleet/plan.py; exit 0 go,
+                        6 no-go).
 """
 
 from __future__ import annotations
@@ -155,6 +158,11 @@ def run(args: argparse.Namespace, console: Console) -> tuple[int, dict[str, Any]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["plan"]:  # offline, its own options: no inventory, no playbook
+        from vllm_fleet import plan
+
+        return plan.main(argv[1:])
     args = parse_args(argv)
     console = Console(stderr=False)
     code, report = run(args, console)
