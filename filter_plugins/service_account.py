@@ -1,4 +1,5 @@
-"""service_account_problems: whether an account may run the vLLM service (and be cleaned up as it).
+"""service_account_problems / service_group_problems: whether an account may run the vLLM service
+(and be cleaned up as it), and whether a group may read its env files.
 
 The cleanup before every start stops the service user's processes, so the user must be a
 dedicated system account: one the vllm_service role created (system uid, no login shell, the
@@ -35,6 +36,20 @@ def service_account_problems(user: str, passwd_entry: list | None, home: str) ->
     return problems
 
 
+def service_group_problems(group: str, group_entry: list | None, user: str) -> list[str]:
+    """Why `group` must not be the service group, which may read the env files (API key, extra
+    env): root's, or one with other members (sudo, adm, docker ...). group_entry: the getent
+    group fields after the name (password, gid, members), or None when it does not exist yet."""
+    if group == "root" or (group_entry and int(group_entry[1]) == 0):
+        return [f"vllm_service_group {group} has gid 0"]
+    members = [m for m in (group_entry[2].split(",") if group_entry and group_entry[2] else []) if m != user]
+    if members:
+        return [f"vllm_service_group {group} has other members ({', '.join(members)}), who could read the "
+                "service's env files"]
+    return []
+
+
 class FilterModule:
     def filters(self) -> dict:
-        return {"service_account_problems": service_account_problems}
+        return {"service_account_problems": service_account_problems,
+                "service_group_problems": service_group_problems}

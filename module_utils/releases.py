@@ -40,7 +40,16 @@ class Release:
 
     def as_dict(self) -> dict[str, Any]:
         return {"id": self.id, "path": str(self.path), "created": self.created, "failed": self.failed,
-                "manifest": self.manifest}
+                "manifest": without_env_values(self.manifest)}
+
+
+def without_env_values(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The manifest with tuning.extra_env as names only (values may be secrets; manifests written
+    before the role recorded names only hold the values)."""
+    tuning = manifest.get("tuning")
+    if not isinstance(tuning, dict) or not isinstance(tuning.get("extra_env"), dict):
+        return manifest
+    return {**manifest, "tuning": {**tuning, "extra_env": sorted(tuning["extra_env"])}}
 
 
 def link_target(root: Path, name: str) -> str | None:

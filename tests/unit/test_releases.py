@@ -170,3 +170,12 @@ def test_prune_removes_only_directories_that_are_releases(root: Path, venv: Path
     assert [release.id for release in releases(root)] == ["bbb", "ccc"]
     for name in foreign:
         assert (root / name / "keep.txt").read_text() == "data\n"
+
+
+def test_reported_manifests_name_extra_env_without_values(root: Path):
+    manifest = json.loads((root / "aaa" / "release.json").read_text())
+    manifest["tuning"] = {"extra_env": {"HF_TOKEN": "hf_secret", "FLEET_MARK": "1"}, "nccl_proto": "LL"}
+    (root / "aaa" / "release.json").write_text(json.dumps(manifest))
+    reported = {r["id"]: r for r in state(root)["releases"]}["aaa"]["manifest"]
+    assert reported["tuning"] == {"extra_env": ["FLEET_MARK", "HF_TOKEN"], "nccl_proto": "LL"}
+    assert "hf_secret" not in json.dumps(state(root))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from filter_plugins.service_account import service_account_problems
+from filter_plugins.service_account import service_account_problems, service_group_problems
 
 HOME = "/var/lib/vllm"
 
@@ -25,3 +25,12 @@ def test_root_and_accounts_the_role_did_not_make_are_refused():
     assert service_account_problems("messagebus", ["x", "100", "101", "", "/nonexistent", "/usr/sbin/nologin"],
                                     HOME) == ["vllm_service_user messagebus has home /nonexistent, not "
                                               "vllm_service_home /var/lib/vllm"]
+
+
+def test_the_service_group_is_new_or_holds_no_one_else():
+    assert service_group_problems("vllm", None, "vllm") == []
+    assert service_group_problems("vllm", ["x", "997", ""], "vllm") == []
+    assert service_group_problems("vllm", ["x", "997", "vllm"], "vllm") == []
+    assert service_group_problems("root", ["x", "0", ""], "vllm") == ["vllm_service_group root has gid 0"]
+    assert service_group_problems("sudo", ["x", "27", "alice,bob"], "vllm") == [
+        "vllm_service_group sudo has other members (alice, bob), who could read the service's env files"]
