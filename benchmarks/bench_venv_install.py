@@ -94,6 +94,8 @@ def main() -> None:
         print(f"\n{PINS} from the wheelhouse ({packages} packages), {args.rounds} rounds, {version}")
         print(f"pip median {pip_median:.1f} s, uv median {uv_median:.1f} s, uv/pip {uv_median / pip_median:.2f}, "
               f"same packages: {same}")
+        if not same:
+            raise SystemExit("pip and uv installed different package sets: the figures do not compare")
     finally:
         subprocess.run([str(REPO_ROOT / "tools" / "testhost.sh"), "down", HOST], check=True)
 

@@ -16,6 +16,7 @@ if [[ ${1:-} == --quick ]]; then
   args=(-m "not slow" tests/unit tests/integration "${@:2}")
 fi
 mkdir -p .cache/timings
+: > .cache/timings/tasks.jsonl  # this run's playbook tasks only
 start=$(date +%s.%N)
 status=0
 # A per-checkout temp dir: pytest prunes old runs in the shared default one.

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
@@ -118,7 +119,10 @@ def fresh_host() -> Iterator[None]:
 def first_run(tmp_path_factory) -> PlayRun:
     run = run_playbook(tmp_path_factory.mktemp("run1"))
     if run.rc == 0:
-        golden.capture(HOST)
+        try:
+            golden.capture(HOST)
+        except (RuntimeError, OSError) as error:  # later users build it from a bare host instead
+            warnings.warn(f"golden image not captured from {HOST}: {error}", stacklevel=1)
     return run
 
 

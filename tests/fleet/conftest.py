@@ -36,17 +36,20 @@ def cli(testbed: LocalFleet, *args: str, json_file: Path) -> tuple[int, dict, st
 @pytest.fixture(scope="package")
 def fleet(tmp_path_factory) -> Iterator[LocalFleet]:
     os.environ["PATH"] = ansible_env()["PATH"]
-    # The vLLM hosts start from the golden image (venv and model in place); the deploy below proves
-    # the reuse: python_env and model change nothing there.
-    testbed = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE, enforce_eager=True, image=golden.ensure())
     # VLLM_FLEET_ROLL_REUSE=1 keeps test hosts left by an earlier run (while working on the tests).
     reuse = os.environ.get("VLLM_FLEET_ROLL_REUSE") == "1"
+    # The vLLM hosts start from the golden image (venv and model in place); the deploy below proves
+    # the reuse: python_env and model change nothing there.
+    testbed = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE, enforce_eager=True,
+                         image="" if reuse else golden.ensure())
     testbed.up(fresh=not reuse)
-    testbed.write_inventory(tmp_path_factory.mktemp("fleet-inventory"))
-    deployed = play(testbed, "site.yml", tmp_path_factory.mktemp("fleet-deploy"))
-    assert deployed.rc == 0, deployed.output[-8000:]
-    if not reuse:
-        assert golden.changed_tasks(deployed.events) == [], "the golden hosts were not converged"
-    yield testbed
-    if not reuse:
-        testbed.down()
+    try:
+        testbed.write_inventory(tmp_path_factory.mktemp("fleet-inventory"))
+        deployed = play(testbed, "site.yml", tmp_path_factory.mktemp("fleet-deploy"))
+        assert deployed.rc == 0, deployed.output[-8000:]
+        if not reuse:
+            assert golden.changed_tasks(deployed.events) == [], "the golden hosts were not converged"
+        yield testbed
+    finally:
+        if not reuse:
+            testbed.down()

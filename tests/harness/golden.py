@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 BASE_IMAGE = "localhost/vllm-fleet-testhost:bookworm"
 REPOSITORY = "localhost/vllm-fleet-golden"
 RECORDS = REPO_ROOT / ".cache" / "golden"
+WHEELHOUSE = REPO_ROOT / ".cache" / "wheelhouse"
 # What a host converged by python_env and model depends on (directories are hashed file by file).
 # The demo profile has no patch series, so the vllm role leaves the venv as installed. Anything
 # missed here shows up as a change by python_env or model on a golden host, which the tests assert.
@@ -39,7 +41,8 @@ BUILD_HOST = "vllm-fleet-golden-build"
 # Run inside a container made from the captured host: drop what vllm_service made (unit, env and
 # secrets, releases, the service user and its caches), the journal, the machine and SSH identity.
 # (/etc/hosts is podman's per container, so the host's own name line is not in the image.)
-# Each host made from the image gets its own SSH host keys at boot.
+# Each host made from the image gets its own SSH host keys at boot. The scrubbed container is then
+# exported into a single-layer image, so no lower layer keeps what was removed.
 SCRUB = r"""
 set -e
 rm -f /etc/systemd/system/multi-user.target.wants/vllm.service /etc/systemd/system/vllm.service
@@ -49,9 +52,14 @@ if getent group vllm >/dev/null; then groupdel vllm; fi
 rm -f /etc/ssh/ssh_host_* /root/.ssh/authorized_keys
 rm -rf /var/log/journal/* /tmp/* /var/tmp/* /root/.ansible
 : > /etc/machine-id
-# Image layers keep whole-second mtimes: re-hash each placed model file against its manifest and
-# record the mtime it has now, so the model role sees the verified set as placed.
-python3 - <<'PY'
+mkdir -p /etc/systemd/system/ssh.service.d
+printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
+  > /etc/systemd/system/ssh.service.d/host-keys.conf
+"""
+# Run in the flattened image: image layers keep whole-second mtimes, so re-hash each placed model
+# file against its manifest and record the mtime it has now (the model role then sees the verified
+# set as placed instead of re-copying it).
+REFRESH_MANIFESTS = r"""
 import hashlib, json, pathlib
 for manifest in pathlib.Path("/var/lib/vllm-fleet/models").glob("*/versions/*/.vllm-fleet-manifest.json"):
     data = json.loads(manifest.read_text())
@@ -64,15 +72,15 @@ for manifest in pathlib.Path("/var/lib/vllm-fleet/models").glob("*/versions/*/.v
             raise SystemExit(f"{path}: sha256 differs from its manifest")
         entry["mtime_ns"] = path.stat().st_mtime_ns
     manifest.write_text(json.dumps(data, indent=1, sort_keys=True))
-PY
-mkdir -p /etc/systemd/system/ssh.service.d
-printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
-  > /etc/systemd/system/ssh.service.d/host-keys.conf
 """
+IMAGE_CONFIG = ["--change", 'CMD ["/sbin/init"]', "--change", "STOPSIGNAL SIGRTMIN+3"]
 
 
 def podman(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run(["podman", *args], capture_output=True, text=True)
+    try:
+        done = subprocess.run(["podman", *args], capture_output=True, text=True)
+    except FileNotFoundError:  # no podman on this machine (tools/bootstrap.sh installs it)
+        done = subprocess.CompletedProcess(["podman", *args], 127, "", "podman is not installed")
     if check and done.returncode != 0:
         raise RuntimeError(f"podman {args[0]} failed (exit {done.returncode}): {done.stderr.strip()[-2000:]}")
     return done
@@ -92,6 +100,9 @@ def key() -> str:
         if path.is_file():
             digest.update(f"{path.relative_to(REPO_ROOT)}\n".encode())
             digest.update(hashlib.sha256(path.read_bytes()).digest())
+    # The wheels the venv was installed from (a re-downloaded wheelhouse can hold newer dependencies).
+    for wheel in sorted(WHEELHOUSE.glob("*/*")):
+        digest.update(f"{wheel.relative_to(WHEELHOUSE)} {wheel.stat().st_size}\n".encode())
     return digest.hexdigest()[:16]
 
 
@@ -109,28 +120,40 @@ def capture(host: str) -> str:
     if exists(image):
         return image
     started = time.perf_counter()
-    raw, scrubber = f"{image}-raw", f"{BUILD_HOST}-scrub"
-    podman("rm", "-f", scrubber, check=False)
+    raw, flat = f"{image}-raw", f"{image}-flat"
+    scrubber, refresher = f"{BUILD_HOST}-scrub", f"{BUILD_HOST}-refresh"
+    for container in (scrubber, refresher):
+        podman("rm", "-f", container, check=False)
     podman("commit", "--quiet", host, raw)
     try:
         podman("run", "--name", scrubber, "--systemd=false", raw, "/bin/sh", "-c", SCRUB)
-        podman("commit", "--quiet", "--change", 'CMD ["/sbin/init"]', "--change", "STOPSIGNAL SIGRTMIN+3",
-               scrubber, image)
+        flatten(scrubber, flat)
+        podman("run", "--name", refresher, "--systemd=false", flat, "python3", "-c", REFRESH_MANIFESTS)
+        podman("commit", "--quiet", *IMAGE_CONFIG, refresher, image)
     finally:
-        podman("rm", "-f", scrubber, check=False)
-        podman("rmi", raw, check=False)
+        for container in (scrubber, refresher):
+            podman("rm", "-f", container, check=False)
+        for name in (raw, flat):
+            podman("rmi", name, check=False)
     _prune_other_keys(image)
     _write_record(image, host, time.perf_counter() - started)
     return image
 
 
+def flatten(container: str, image: str) -> None:
+    """A single-layer image of a container's filesystem (podman export | podman import)."""
+    command = (f"podman export {shlex.quote(container)} | podman import --quiet "
+               f"{' '.join(map(shlex.quote, IMAGE_CONFIG))} - {shlex.quote(image)}")
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"flattening {container} into {image} failed: {done.stderr.strip()[-2000:]}")
+
+
 def _prune_other_keys(keep: str) -> None:
-    listed = podman("images", "--format", "{{.Repository}}:{{.Tag}}", REPOSITORY, check=False).stdout.split()
-    for old in listed:
-        if old != keep:
-            podman("rmi", old, check=False)
+    """Remove this checkout's earlier golden images (the ones it has records of), not other checkouts'."""
     for record in RECORDS.glob("*.json") if RECORDS.is_dir() else []:
         if record.stem != keep.rsplit(":", 1)[1]:
+            podman("rmi", f"{REPOSITORY}:{record.stem}", check=False)
             record.unlink()
 
 
