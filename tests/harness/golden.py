@@ -38,25 +38,25 @@ KEY_INPUTS = ["roles/python_env", "roles/model", "library/model_fetch.py", "libr
 CONVERGED_ROLES = ("python_env", "model")
 BUILD_HOST = "vllm-fleet-golden-build"
 
-# Run inside a container made from the captured host: drop what vllm_service made (unit, env and
-# secrets, releases, the service user and its caches), the journal, the machine and SSH identity.
-# (/etc/hosts is podman's per container, so the host's own name line is not in the image.)
-# Each host made from the image gets its own SSH host keys at boot. The scrubbed container is then
-# exported into a single-layer image, so no lower layer keeps what was removed.
-SCRUB = r"""
+# What vllm_service made (unit, env files with the API key, releases, the service user's home and
+# caches), the SSH host keys and the controller's key: left out of the export that becomes the
+# image, so no layer of it holds them. (/tmp, /run and the journal are tmpfs in these hosts, and
+# /etc/hosts is podman's per container: none of them is exported.)
+SCRUB_PATHS = ["etc/systemd/system/multi-user.target.wants/vllm.service", "etc/systemd/system/vllm.service",
+               "etc/systemd/system/vllm.service.d", "etc/vllm-fleet", "opt/vllm-fleet/releases", "var/lib/vllm",
+               "etc/ssh/ssh_host_*", "root/.ssh/authorized_keys", "root/.ansible"]
+# Run in the exported image: the service account goes, each host gets its own machine id and SSH
+# host keys at boot.
+RESET_IDENTITY = r"""
 set -e
-rm -f /etc/systemd/system/multi-user.target.wants/vllm.service /etc/systemd/system/vllm.service
-rm -rf /etc/systemd/system/vllm.service.d /etc/vllm-fleet /opt/vllm-fleet/releases /var/lib/vllm
 if getent passwd vllm >/dev/null; then userdel vllm; fi
 if getent group vllm >/dev/null; then groupdel vllm; fi
-rm -f /etc/ssh/ssh_host_* /root/.ssh/authorized_keys
-rm -rf /var/log/journal/* /tmp/* /var/tmp/* /root/.ansible
 : > /etc/machine-id
 mkdir -p /etc/systemd/system/ssh.service.d
 printf '[Service]\nExecStartPre=\nExecStartPre=/usr/bin/ssh-keygen -A\nExecStartPre=/usr/sbin/sshd -t\n' \
   > /etc/systemd/system/ssh.service.d/host-keys.conf
 """
-# Run in the flattened image: image layers keep whole-second mtimes, so re-hash each placed model
+# Run in the exported image too: image layers keep whole-second mtimes, so re-hash each placed model
 # file against its manifest and record the mtime it has now (the model role then sees the verified
 # set as placed instead of re-copying it).
 REFRESH_MANIFESTS = r"""
@@ -115,38 +115,42 @@ def exists(image: str) -> bool:
 
 
 def capture(host: str) -> str:
-    """Make the golden image from a converged test host (left running, untouched) unless it exists."""
+    """Make the golden image from a converged test host (left running, untouched) unless it exists:
+    its filesystem exported without SCRUB_PATHS into a single-layer image, then one layer that
+    resets the identity and refreshes the model manifests."""
     image = image_name()
     if exists(image):
         return image
     started = time.perf_counter()
-    raw, flat = f"{image}-raw", f"{image}-flat"
-    scrubber, refresher = f"{BUILD_HOST}-scrub", f"{BUILD_HOST}-refresh"
-    for container in (scrubber, refresher):
-        podman("rm", "-f", container, check=False)
-    podman("commit", "--quiet", host, raw)
+    exported, resetter = f"{image}-export", f"{BUILD_HOST}-reset"
+    podman("rm", "-f", resetter, check=False)
     try:
-        podman("run", "--name", scrubber, "--systemd=false", raw, "/bin/sh", "-c", SCRUB)
-        flatten(scrubber, flat)
-        podman("run", "--name", refresher, "--systemd=false", flat, "python3", "-c", REFRESH_MANIFESTS)
-        podman("commit", "--quiet", *IMAGE_CONFIG, refresher, image)
+        export_without(host, present_paths(host, SCRUB_PATHS), exported)
+        script = RESET_IDENTITY + f"python3 - <<'PY'\n{REFRESH_MANIFESTS}PY\n"
+        podman("run", "--name", resetter, "--systemd=false", exported, "/bin/sh", "-c", script)
+        podman("commit", "--quiet", *IMAGE_CONFIG, resetter, image)
     finally:
-        for container in (scrubber, refresher):
-            podman("rm", "-f", container, check=False)
-        for name in (raw, flat):
-            podman("rmi", name, check=False)
+        podman("rm", "-f", resetter, check=False)
+        podman("rmi", exported, check=False)
     _prune_other_keys(image)
     _write_record(image, host, time.perf_counter() - started)
     return image
 
 
-def flatten(container: str, image: str) -> None:
-    """A single-layer image of a container's filesystem (podman export | podman import)."""
-    command = (f"podman export {shlex.quote(container)} | podman import --quiet "
+def present_paths(host: str, patterns: list[str]) -> list[str]:
+    """The paths matching these patterns on the host (tar --delete fails on a name it does not find)."""
+    script = 'cd / && for p in ' + " ".join(patterns) + '; do if [ -e "$p" ] || [ -L "$p" ]; then echo "$p"; fi; done'
+    return podman("exec", host, "sh", "-c", script).stdout.split()
+
+
+def export_without(host: str, paths: list[str], image: str) -> None:
+    """A single-layer image of the host's filesystem without these paths (export | tar --delete | import)."""
+    strip = f" | tar --delete -f - {' '.join(map(shlex.quote, paths))}" if paths else ""
+    command = (f"podman export {shlex.quote(host)}{strip} | podman import --quiet "
                f"{' '.join(map(shlex.quote, IMAGE_CONFIG))} - {shlex.quote(image)}")
     done = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"flattening {container} into {image} failed: {done.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"exporting {host} into {image} failed: {done.stderr.strip()[-2000:]}")
 
 
 def _prune_other_keys(keep: str) -> None:
