@@ -7,20 +7,37 @@ DOCUMENTATION = r"""
 module: vllm_cleanup
 short_description: Stop leftover GPU and vLLM processes and remove stale shared memory before a start
 description:
-  - Finds processes that hold files matching I(device_glob) (the GPUs), that nvidia-smi lists as
-    compute apps, that carry a vLLM process title (VLLM::EngineCore, Worker_TP*), that run as
-    I(service_user), or that listen on I(port); and files in /dev/shm matching I(shm_patterns)
-    that no live process has open or mapped.
-  - Stops them SIGTERM, waits I(term_timeout), then SIGKILL; removes the stale files; where
-    nvidia-smi exists, waits until every GPU's memory is free.
-  - A holder outside the scope (not the service user's, no vLLM title), say a root process on the
-    serving port, makes the module fail before anything is stopped, unless I(force).
-  - In check mode it only reports.
+  - Its scope is the processes of I(unit)'s cgroup and of I(service_user) (those that left the
+    unit, or an earlier manual run). It stops them, and fails naming anything else that holds the
+    unit's GPUs (device nodes matching I(device_glob) of I(visible_devices), nvidia-smi compute
+    apps) or listens on I(port), before anything is stopped, unless I(force).
+  - A vLLM process title (VLLM::EngineCore, Worker_TP*) outside the scope is another server, not a
+    leftover, and is left alone; so are the system's GPU daemons (I(system_daemons)) holding device
+    files, even with I(force).
+  - Stops SIGTERM, waits I(term_timeout), then SIGKILL; removes files in /dev/shm matching
+    I(shm_patterns) that no live process has open or mapped; where nvidia-smi exists, waits until
+    the unit's GPUs' memory is free.
+  - In check mode it only reports (and still fails on holders outside the scope), so a restart can
+    run it before stopping the unit.
 options:
   service_user:
     description: The service's user; its processes are in scope.
     type: str
     required: true
+  unit:
+    description: The systemd unit (without .service); the processes of its cgroup are in scope.
+    type: str
+  visible_devices:
+    description:
+      - The unit's CUDA_VISIBLE_DEVICES. Only these GPUs' device nodes and memory count; empty, or
+        GPU UUIDs, mean every GPU.
+    type: str
+    default: ""
+  system_daemons:
+    description: Program names of system GPU daemons that are never holders.
+    type: list
+    elements: str
+    default: [nvidia-persistenced, nv-fabricmanager, nv-hostengine, dcgm-exporter, nvidia-dcgm]
   port:
     description: The serving port; its listener is a holder.
     type: int
@@ -43,7 +60,7 @@ options:
     elements: str
     default: ['nccl-*', 'psm_*', 'vllm*']
   force:
-    description: Also stop holders outside the scope.
+    description: Also stop holders outside the scope (never the system daemons).
     type: bool
     default: false
   term_timeout:
@@ -74,7 +91,7 @@ EXAMPLES = r"""
 
 RETURN = r"""
 holders:
-  description: Each holder found, with pid, user, cmdline, reasons and in_scope.
+  description: Each holder found, with pid, user, cmdline, reasons, in_scope and cgroup.
   returned: always
   type: list
 stale_shm_files:
@@ -108,8 +125,10 @@ from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.gpu_leftovers import (
+    DEFAULT_SYSTEM_DAEMONS,
     CleanupResult,
     Scope,
+    parse_visible_devices,
     find_holders,
     out_of_scope_message,
     parse_compute_apps,
@@ -121,10 +140,22 @@ from ansible.module_utils.gpu_leftovers import (
 )
 
 
+def unit_cgroup(module: AnsibleModule, unit: str | None) -> str:
+    """The unit's cgroup as systemd reports it; a stopped unit has none, so its default place."""
+    if not unit:
+        return ""
+    name = unit if "." in unit else f"{unit}.service"
+    rc, out, _ = module.run_command(["systemctl", "show", "--property=ControlGroup", "--value", name])
+    return out.strip() if rc == 0 and out.strip() else f"/system.slice/{name}"
+
+
 def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "service_user": {"type": "str", "required": True},
+            "unit": {"type": "str"},
+            "visible_devices": {"type": "str", "default": ""},
+            "system_daemons": {"type": "list", "elements": "str", "default": list(DEFAULT_SYSTEM_DAEMONS)},
             "port": {"type": "int"},
             "device_glob": {"type": "str", "default": "/dev/nvidia*"},
             "title_patterns": {"type": "list", "elements": "str",
@@ -142,7 +173,8 @@ def main() -> None:
     p = module.params
     nvidia_smi = module.get_bin_path("nvidia-smi")
     gpu_apps = parse_compute_apps(run_nvidia_smi(nvidia_smi, "--query-compute-apps=pid,used_memory")) if nvidia_smi else {}
-    scope = Scope(p["service_user"], tuple(p["title_patterns"]))
+    scope = Scope(p["service_user"], tuple(p["title_patterns"]), unit_cgroup=unit_cgroup(module, p["unit"]),
+                  gpus=parse_visible_devices(p["visible_devices"]), system_daemons=tuple(p["system_daemons"]))
     result = CleanupResult()
     result.holders = find_holders(scope, p["device_glob"], p["port"], gpu_apps, uninspectable=result.uninspectable_pids)
     if result.uninspectable_pids:
@@ -164,7 +196,7 @@ def main() -> None:
         result.removed_shm_files.append(path)
     if nvidia_smi:
         read_used = lambda: parse_gpu_memory_used(run_nvidia_smi(nvidia_smi, "--query-gpu=index,memory.used"))  # noqa: E731
-        waited, used = wait_for_gpu_memory(read_used, p["gpu_memory_free_mib"], p["gpu_memory_timeout"])
+        waited, used = wait_for_gpu_memory(read_used, p["gpu_memory_free_mib"], p["gpu_memory_timeout"], gpus=scope.gpus)
         result.gpu_memory_wait_seconds = round(waited, 2)
         busy = {gpu: mib for gpu, mib in used.items() if mib >= p["gpu_memory_free_mib"]}
         if busy:

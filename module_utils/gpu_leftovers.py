@@ -2,10 +2,15 @@
 
 A SIGKILLed vLLM API server leaves its VLLM::EngineCore and Worker_TP* processes holding the
 GPUs, and a process from an earlier manual run can hold the serving port or the cards: the next
-start then crash-loops. This module finds such holders (device files open, nvidia-smi compute
-apps, vLLM process titles, the service user's processes, the port's listener) and stale
-/dev/shm files, and stops them SIGTERM -> wait -> SIGKILL. Processes outside the declared scope
-(not the service user's, no vLLM title) are only reported unless the caller forces it.
+start then crash-loops. This module finds such holders (the unit's GPU device files open,
+nvidia-smi compute apps, the port's listener, the unit's and the service user's processes) and
+stale /dev/shm files, and stops them SIGTERM -> wait -> SIGKILL.
+
+What is ours: processes in the unit's cgroup and processes of the service user (those that left
+the unit, or an earlier manual run). Anything else that holds the unit's GPUs or port is only
+reported, and the caller refuses unless forced. A vLLM process title alone makes nothing ours
+(another team's server on the same host), and the system's GPU daemons (persistence daemon,
+fabric manager, DCGM) holding device files are never holders.
 
 Standard library only: it runs on the managed host inside an Ansible module.
 """
@@ -24,6 +29,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 DEFAULT_TITLE_PATTERNS = (r"^VLLM::", r"^Worker_TP\d+", r"^VllmWorker", r"^EngineCore")
+# Matched against the program name (argv[0]'s base name, or comm, which the kernel cuts at 15 chars).
+DEFAULT_SYSTEM_DAEMONS = ("nvidia-persistenced", "nv-fabricmanager", "nv-hostengine", "dcgm-exporter",
+                          "nvidia-dcgm")
+GPU_DEVICE = re.compile(r"nvidia(\d+)$")
 DEFAULT_SHM_PATTERNS = ("nccl-*", "psm_*", "vllm*")
 TCP_LISTEN_STATE = "0A"
 
@@ -35,6 +44,7 @@ class Holder:
     cmdline: str
     reasons: list[str] = field(default_factory=list)
     in_scope: bool = False
+    cgroup: str = ""
 
     def describe(self) -> str:
         return f"pid {self.pid} ({self.user}: {self.cmdline[:80]}) {', '.join(self.reasons)}"
@@ -42,11 +52,30 @@ class Holder:
 
 @dataclass
 class Scope:
+    """What the cleanup may stop: the unit's cgroup and the service user's processes, holding the
+    unit's GPUs (None: every GPU) or port."""
     service_user: str
     title_patterns: tuple[str, ...] = DEFAULT_TITLE_PATTERNS
+    unit_cgroup: str = ""
+    gpus: tuple[int, ...] | None = None
+    system_daemons: tuple[str, ...] = DEFAULT_SYSTEM_DAEMONS
 
     def has_vllm_title(self, cmdline: str, comm: str) -> bool:
         return any(re.search(p, cmdline) or re.search(p, comm) for p in self.title_patterns)
+
+    def owns(self, user: str, cgroup: str) -> bool:
+        in_unit = bool(self.unit_cgroup) and (cgroup == self.unit_cgroup or cgroup.startswith(self.unit_cgroup + "/"))
+        return in_unit or user == self.service_user
+
+    def is_system_daemon(self, cmdline: str, comm: str) -> bool:
+        program = os.path.basename(cmdline.split(" ", 1)[0])
+        return any(program == name or comm == name[:15] for name in self.system_daemons)
+
+    def is_unit_device(self, path: str) -> bool:
+        """A GPU device node of the unit's GPUs (control nodes such as nvidiactl are shared by every
+        CUDA process on the host and say nothing about which GPU it uses)."""
+        number = GPU_DEVICE.search(os.path.basename(path))
+        return bool(number) and (self.gpus is None or int(number.group(1)) in self.gpus)
 
 
 @dataclass
@@ -68,6 +97,14 @@ class CleanupResult:
         return {**asdict(self), "changed": self.changed}
 
 
+def parse_visible_devices(value: str) -> tuple[int, ...] | None:
+    """CUDA_VISIBLE_DEVICES -> GPU indices; None (every GPU) when empty or given as UUIDs."""
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items or not all(item.isdigit() for item in items):
+        return None
+    return tuple(int(item) for item in items)
+
+
 # ---------------------------------------------------------------------------- reading /proc
 
 
@@ -87,6 +124,15 @@ def read_comm(proc_dir: Path) -> str:
         return proc_dir.joinpath("comm").read_text().strip()
     except OSError:
         return ""
+
+
+def read_cgroup(proc_dir: Path) -> str:
+    """The process's cgroup v2 path ("/system.slice/vllm.service"); "" when unreadable."""
+    try:
+        lines = proc_dir.joinpath("cgroup").read_text().splitlines()
+    except OSError:
+        return ""
+    return next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), "")
 
 
 def read_user(proc_dir: Path) -> str:
@@ -200,8 +246,8 @@ def find_holders(
     own_pid: int | None = None,
     uninspectable: list[int] | None = None,
 ) -> list[Holder]:
-    """Holders of the GPUs, the port or a vLLM title; pids whose open files could not be read are
-    appended to `uninspectable` (they may hold a device unseen)."""
+    """Our processes (scope.owns) and anything else holding the unit's GPUs or port; pids whose
+    open files could not be read are appended to `uninspectable` (they may hold a device unseen)."""
     protected = protected_pids(proc_root, own_pid or os.getpid())
     port_inodes = {f"socket:[{inode}]" for inode in listening_socket_inodes(port, proc_root)} if port else set()
     holders = []
@@ -217,24 +263,31 @@ def find_holders(
             if uninspectable is not None:
                 uninspectable.append(pid)
             targets = []
-        reasons = holder_reasons(scope, device_glob, port, port_inodes, gpu_apps or {}, pid, cmdline, comm, user, targets)
-        if reasons:
-            in_scope = user == scope.service_user or scope.has_vllm_title(cmdline, comm)
-            holders.append(Holder(pid, user, cmdline, reasons, in_scope))
+        cgroup = read_cgroup(proc_dir)
+        ours = scope.owns(user, cgroup)
+        reasons = holder_reasons(scope, device_glob, port, port_inodes, gpu_apps or {}, pid, cmdline, comm, user,
+                                 cgroup, targets)
+        if not ours and scope.is_system_daemon(cmdline, comm) and not port_inodes.intersection(targets):
+            continue
+        if ours or any(not reason.startswith("has a vLLM") for reason in reasons):
+            holders.append(Holder(pid, user, cmdline, reasons, ours, cgroup))
     return holders
 
 
 def holder_reasons(
     scope: Scope, device_glob: str, port: int | None, port_inodes: set[str], gpu_apps: dict[int, int],
-    pid: int, cmdline: str, comm: str, user: str, targets: list[str],
+    pid: int, cmdline: str, comm: str, user: str, cgroup: str, targets: list[str],
 ) -> list[str]:
-    reasons = [f"holds {path}" for path in sorted({t for t in targets if fnmatch.fnmatch(t, device_glob)})]
+    held = {t for t in targets if fnmatch.fnmatch(t, device_glob) and scope.is_unit_device(t)}
+    reasons = [f"holds {path}" for path in sorted(held)]
     if pid in gpu_apps:
         reasons.append(f"uses {gpu_apps[pid]} MiB of GPU memory")
     if port_inodes.intersection(targets):
         reasons.append(f"listens on port {port}")
     if scope.has_vllm_title(cmdline, comm):
         reasons.append("has a vLLM process title")
+    if scope.unit_cgroup and (cgroup == scope.unit_cgroup or cgroup.startswith(scope.unit_cgroup + "/")):
+        reasons.append(f"runs in the unit's cgroup {scope.unit_cgroup}")
     if user == scope.service_user:
         reasons.append(f"runs as the service user {user}")
     return reasons
@@ -296,17 +349,22 @@ def stop_processes(pids: list[int], term_timeout: float, kill_timeout: float, re
 
 def wait_for_gpu_memory(read_used: Callable[[], dict[int, int]], free_below_mib: int, timeout: float,
                         sleep: Callable[[float], None] = time.sleep,
-                        clock: Callable[[], float] = time.monotonic) -> tuple[float, dict[int, int]]:
-    """Seconds until every GPU uses less than free_below_mib; the last reading either way."""
+                        clock: Callable[[], float] = time.monotonic,
+                        gpus: tuple[int, ...] | None = None) -> tuple[float, dict[int, int]]:
+    """Seconds until each of these GPUs (None: every GPU) uses less than free_below_mib; the last
+    reading of them either way."""
+    def read() -> dict[int, int]:
+        return {gpu: mib for gpu, mib in read_used().items() if gpus is None or gpu in gpus}
     started = clock()
-    used = read_used()
+    used = read()
     while any(mib >= free_below_mib for mib in used.values()) and clock() - started < timeout:
         sleep(1.0)
-        used = read_used()
+        used = read()
     return clock() - started, used
 
 
 def out_of_scope_message(holders: list[Holder]) -> str:
     listed = "; ".join(holder.describe() for holder in holders)
-    return (f"refusing to stop {len(holders)} process(es) outside the cleanup scope (not the service user's, "
-            f"no vLLM process title): {listed}. Stop them yourself, or force the cleanup.")
+    return (f"refusing to stop {len(holders)} process(es) outside the cleanup scope (neither in the unit's cgroup "
+            f"nor the service user's) that hold the unit's GPUs or port: {listed}. Nothing was stopped. "
+            f"Stop them yourself, or force the cleanup.")

@@ -23,6 +23,8 @@ HOST = os.environ.get("VLLM_FLEET_E2E_HOST", "vllm-fleet-e2e")
 SSH_PORT = int(os.environ.get("VLLM_FLEET_E2E_SSH_PORT", "2223"))
 API_PORT = int(os.environ.get("VLLM_FLEET_E2E_API_PORT", "8001"))
 API_URL = f"http://127.0.0.1:{API_PORT}/v1"
+# The e2e host serves behind an API key, as a production one does (every run below passes it).
+API_KEY = "e2e-test-key"
 # The verify role's JSON lines history for this session's runs (one file per host).
 RESULTS_DIR = REPO_ROOT / ".cache" / f"results-{HOST}"
 DEMO_PROFILE = {
@@ -75,7 +77,7 @@ def run_playbook(workdir: Path, playbook: str = "site.yml", cmdline: str = "", *
         project_dir=str(REPO_ROOT),
         playbook=str(REPO_ROOT / playbook),
         inventory=str(REPO_ROOT / "inventory" / "local"),
-        extravars=extravars,
+        extravars={"vllm_service_api_key": API_KEY, **extravars},
         envvars={"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                  "VLLM_FLEET_LOCAL_SSH_PORT": str(SSH_PORT), "VLLM_FLEET_LOCAL_API_PORT": str(API_PORT),
                  "VLLM_FLEET_RESULTS_DIR": str(RESULTS_DIR)},
@@ -133,17 +135,22 @@ def deployed(first_run: PlayRun) -> PlayRun:
 
 
 GLM5_MODULE = "tests/e2e/test_glm5.py"
+FIRST_MODULE = "tests/e2e/test_molecule_on_deployed_host.py"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The GLM-5 module runs last among the e2e tests: it leaves the host on a GLM-5 release, and
-    any e2e test after it would first need the demo model deployed again (about 3 minutes)."""
+    """The molecule scenario that checks the first deploy's host runs first among the e2e tests (it
+    checks the host as that deploy left it), the GLM-5 module last: it leaves the host on a GLM-5
+    release, and any e2e test after it would first need the demo model deployed again (about 3
+    minutes)."""
     e2e = [i for i, item in enumerate(items) if item.nodeid.startswith("tests/e2e/")]
     if not e2e:
         return
-    glm5 = [item for item in items if item.nodeid.startswith(GLM5_MODULE)]
-    rest = [item for item in items[e2e[0]:e2e[-1] + 1] if not item.nodeid.startswith(GLM5_MODULE)]
-    items[e2e[0]:e2e[-1] + 1] = rest + glm5
+    block = items[e2e[0]:e2e[-1] + 1]
+    first = [item for item in block if item.nodeid.startswith(FIRST_MODULE)]
+    last = [item for item in block if item.nodeid.startswith(GLM5_MODULE)]
+    rest = [item for item in block if item not in first and item not in last]
+    items[e2e[0]:e2e[-1] + 1] = first + rest + last
 
 
 def e2e_tests_after(request: pytest.FixtureRequest, module: str) -> bool:

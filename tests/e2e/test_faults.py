@@ -12,8 +12,10 @@ from tests.e2e.conftest import PlayRun, on_host, run_playbook, service_state
 pytestmark = pytest.mark.slow
 
 CLEANUP_TASK = "Stop leftover GPU and vLLM processes, remove stale shared memory"
+PRECHECK_TASK = "Check that nothing outside the unit holds its GPUs or port"
 GATE_TASK = "Wait until vLLM serves, failing fast on a crash"
 FAKE_DEVICES = "/run/fake-gpu"
+HOLD = f"{FAKE_DEVICES}/hold.py"
 
 
 def internal_address() -> str:
@@ -44,7 +46,8 @@ def clean_injections():
 
 
 def test_leftover_engine_core_and_stale_shm_are_cleaned(deployed: PlayRun, tmp_path: Path):
-    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::EngineCore sleep 600'")
+    # An engine core of the service user outside the unit: what a SIGKILLed manual run leaves.
+    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::EngineCore sleep 600'", user="vllm")
     on_host("head -c 1M /dev/zero > /dev/shm/nccl-fault-1 && head -c 1M /dev/zero > /dev/shm/psm_fault2")
     run = run_playbook(tmp_path, "playbooks/restart.yml")
     report("orphan VLLM::EngineCore + stale shm", run)
@@ -57,17 +60,42 @@ def test_leftover_engine_core_and_stale_shm_are_cleaned(deployed: PlayRun, tmp_p
     assert service_state()[0] == "active"
 
 
-def test_device_holder_of_the_service_user_is_stopped(deployed: PlayRun, tmp_path: Path):
-    on_host(f"mkdir -p {FAKE_DEVICES} && touch {FAKE_DEVICES}/nvidia0 {FAKE_DEVICES}/nvidiactl")
-    holder = inject("fault-device", f"python3 -c \"import time; f = open('{FAKE_DEVICES}/nvidia0'); time.sleep(600)\"",
-                    user="vllm")
+def fake_gpu() -> str:
+    """A fake GPU device node and a script that holds a file open: `python3 HOLD <path>`."""
+    on_host(f"mkdir -p {FAKE_DEVICES} && touch {FAKE_DEVICES}/nvidia0 {FAKE_DEVICES}/nvidiactl && "
+            f"echo 'import sys, time; f = open(sys.argv[1]); time.sleep(600)' > {HOLD}")
+    return f"{FAKE_DEVICES}/nvidia0"
+
+
+def test_device_holder_of_the_service_user_is_stopped_and_nothing_else(deployed: PlayRun, tmp_path: Path):
+    device = fake_gpu()
+    holder = inject("fault-device", f"python3 {HOLD} {device}", user="vllm")
+    # Another team's vLLM on the same host (root's, outside the unit, holding none of its GPUs) and
+    # the persistence daemon the driver role enables (holding the device nodes): neither is ours.
+    foreign = inject("fault-foreign", "bash -c 'exec -a VLLM::EngineCore sleep 600'")
+    daemon = inject("fault-persistenced", f"bash -c 'exec -a /usr/bin/nvidia-persistenced python3 {HOLD} {device}'")
     run = run_playbook(tmp_path, "playbooks/restart.yml", vllm_service_cleanup_device_glob=f"{FAKE_DEVICES}/nvidia*")
     report("device holder", run)
     assert run.rc == 0, run.output[-5000:]
-    found = [h for h in run.task_result(CLEANUP_TASK)["holders"] if h["pid"] == holder]
-    assert found and f"holds {FAKE_DEVICES}/nvidia0" in found[0]["reasons"]
+    cleanup = run.task_result(CLEANUP_TASK)
+    found = [h for h in cleanup["holders"] if h["pid"] == holder]
+    assert found and f"holds {device}" in found[0]["reasons"]
     assert not alive(holder)
+    assert alive(foreign) and alive(daemon)
+    assert not {foreign, daemon} & {h["pid"] for h in cleanup["holders"]}
     assert service_state()[0] == "active"
+
+
+def test_foreign_gpu_holder_is_refused_before_the_unit_is_stopped(deployed: PlayRun, tmp_path: Path):
+    device = fake_gpu()
+    squatter = inject("fault-gpu", f"python3 {HOLD} {device}")
+    running = service_state()
+    refused = run_playbook(tmp_path, "playbooks/restart.yml", vllm_service_cleanup_device_glob=f"{FAKE_DEVICES}/nvidia*")
+    assert refused.rc != 0
+    message = refused.task_result(PRECHECK_TASK)["msg"]
+    assert f"pid {squatter} (root:" in message and f"holds {device}" in message
+    assert service_state() == running == ("active", running[1]), "the unit must not be stopped"
+    assert alive(squatter)
 
 
 def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun, tmp_path: Path):
@@ -76,7 +104,7 @@ def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun,
     refused = run_playbook(tmp_path / "refused", "playbooks/restart.yml")
     report("port held by root", refused)
     assert refused.rc != 0
-    message = refused.task_result(CLEANUP_TASK)["msg"]
+    message = refused.task_result(PRECHECK_TASK)["msg"]
     assert "refusing to stop 1 process(es) outside the cleanup scope" in message
     assert f"pid {squatter} (root: /usr/bin/python3 -m http.server 8000" in message and "listens on port 8000" in message
     assert alive(squatter), "nothing outside the scope may be killed without force"
@@ -88,7 +116,7 @@ def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun,
 
 
 def test_check_mode_kills_nothing(deployed: PlayRun, tmp_path: Path):
-    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::Worker_TP0 sleep 600'")
+    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::Worker_TP0 sleep 600'", user="vllm")
     result = run_playbook(tmp_path, "playbooks/restart.yml", cmdline="--check")
     assert alive(orphan)
     cleanup = result.task_result(CLEANUP_TASK)

@@ -14,7 +14,7 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import GLM5_REFERENCE_DIR, REPO_ROOT
-from tests.e2e.conftest import API_PORT, GLM5_MODULE, HOST, PlayRun, e2e_tests_after, on_host, run_playbook, service_state
+from tests.e2e.conftest import API_KEY, API_PORT, GLM5_MODULE, HOST, PlayRun, e2e_tests_after, on_host, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
@@ -35,7 +35,7 @@ def served_greedy_ids(prompt_ids: list[int]) -> list[int]:
     body = {"model": "glm5", "prompt": prompt_ids, "max_tokens": TOKENS, "temperature": 0, "ignore_eos": True,
             "return_token_ids": True}
     request = urllib.request.Request(f"http://127.0.0.1:{API_PORT}/v1/completions", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
+                                     {"Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"})
     with urllib.request.urlopen(request, timeout=300) as response:
         return json.load(response)["choices"][0]["token_ids"][:TOKENS]
 

@@ -7,10 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+import openai
 from openai import OpenAI
 
 from tests.conftest import DEMO_MODEL_DIR
-from tests.e2e.conftest import API_URL, DEMO_PROFILE, PlayRun, run_playbook, service_state
+from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, PlayRun, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
@@ -34,12 +35,14 @@ def test_second_run_reports_no_change(deployed: PlayRun, tmp_path: Path):
 
 
 def test_openai_client_from_the_controller(deployed: PlayRun):
-    client = OpenAI(base_url=API_URL, api_key="EMPTY", timeout=60, max_retries=0)
+    client = OpenAI(base_url=API_URL, api_key=API_KEY, timeout=60, max_retries=0)
     assert [m.id for m in client.models.list().data] == ["demo"]
     completion = client.completions.create(model="demo", prompt="The fleet is", max_tokens=16, temperature=0)
     assert completion.usage.completion_tokens > 0 and completion.choices[0].text
     chat = client.chat.completions.create(model="demo", messages=[{"role": "user", "content": "Hello"}], max_tokens=8)
     assert chat.usage.completion_tokens > 0
+    with pytest.raises(openai.AuthenticationError):
+        OpenAI(base_url=API_URL, api_key="not-the-key", timeout=60, max_retries=0).models.list()
 
 
 def test_missing_model_dir_stops_before_any_change(deployed: PlayRun, tmp_path: Path):

@@ -21,6 +21,7 @@ from module_utils.gpu_leftovers import (
     out_of_scope_message,
     parse_compute_apps,
     parse_gpu_memory_used,
+    parse_visible_devices,
     stale_shm_files,
     stop_processes,
     wait_for_gpu_memory,
@@ -53,7 +54,7 @@ def test_finds_the_holder_of_a_device_file(tmp_path: Path, children):
     holders = find_holders(Scope(OTHER_USER), str(tmp_path / "nvidia*"), port=None)
     held = [h for h in holders if h.pid == children[0].pid]
     assert held and held[0].reasons == [f"holds {device}"]
-    assert held[0].in_scope is False  # neither the service user's nor a vLLM title
+    assert held[0].in_scope is False  # neither the unit's nor the service user's
 
 
 def test_finds_the_listener_of_the_port(children):
@@ -66,14 +67,60 @@ def test_finds_the_listener_of_the_port(children):
     assert [h.reasons for h in holders if h.pid == children[0].pid] == [[f"listens on port {port}"]]
 
 
-def test_vllm_title_and_service_user_are_in_scope(children):
+TITLED = "import ctypes, time; ctypes.CDLL(None).prctl(15, b'VLLM::EngineCor', 0, 0, 0); "
+
+
+def test_a_vllm_title_alone_is_another_server_not_a_leftover(tmp_path: Path, children):
     # vLLM renames its processes (setproctitle); here the title is set through prctl's comm.
-    children.append(spawn(
-        "import ctypes, time; ctypes.CDLL(None).prctl(15, b'VLLM::EngineCor', 0, 0, 0); time.sleep(60)"))
-    titled = [h for h in find_holders(Scope(OTHER_USER), "/nonexistent/*", None) if h.pid == children[0].pid]
-    assert titled and titled[0].in_scope and "has a vLLM process title" in titled[0].reasons
-    mine = [h for h in find_holders(Scope(ME), "/nonexistent/*", None) if h.pid == children[0].pid]
-    assert f"runs as the service user {ME}" in mine[0].reasons
+    device = tmp_path / "nvidia0"
+    device.write_text("")
+    children.append(spawn(TITLED + "time.sleep(60)"))
+    children.append(spawn(TITLED + f"f = open({str(device)!r}); time.sleep(60)"))
+    idle, holding = children[0].pid, children[1].pid
+    found = {h.pid: h for h in find_holders(Scope(OTHER_USER), str(tmp_path / "nvidia*"), None)}
+    assert idle not in found  # holds nothing of the unit's: left alone, not even reported
+    assert found[holding].in_scope is False and found[holding].reasons == [f"holds {device}", "has a vLLM process title"]
+    mine = {h.pid: h for h in find_holders(Scope(ME), "/nonexistent/*", None)}
+    assert mine[idle].in_scope and f"runs as the service user {ME}" in mine[idle].reasons
+
+
+def test_processes_of_the_unit_cgroup_are_in_scope_whoever_runs_them(children):
+    children.append(spawn("import time; time.sleep(60)"))
+    cgroup = Path(f"/proc/{children[0].pid}/cgroup").read_text().splitlines()[-1].split(":", 2)[2]
+    found = {h.pid: h for h in find_holders(Scope(OTHER_USER, unit_cgroup=cgroup), "/nonexistent/*", None)}
+    assert found[children[0].pid].in_scope and f"runs in the unit's cgroup {cgroup}" in found[children[0].pid].reasons
+    elsewhere = Scope(OTHER_USER, unit_cgroup=cgroup + "-other.service")
+    assert children[0].pid not in {h.pid for h in find_holders(elsewhere, "/nonexistent/*", None)}
+
+
+def test_system_gpu_daemons_are_never_holders(tmp_path: Path, children):
+    device = tmp_path / "nvidia0"
+    device.write_text("")
+    children.append(spawn(f"import time; f = open({str(device)!r}); time.sleep(60)", ))
+    daemon = subprocess.Popen(["bash", "-c", f"exec -a /usr/bin/nvidia-persistenced {sys.executable} -c "
+                               f"\"import time; f = open('{device}'); time.sleep(60)\""])
+    children.append(daemon)
+    time.sleep(0.5)
+    found = {h.pid for h in find_holders(Scope(OTHER_USER), str(tmp_path / "nvidia*"), None)}
+    assert children[0].pid in found and daemon.pid not in found
+
+
+def test_only_the_unit_gpus_device_nodes_count(tmp_path: Path, children):
+    for name in ("nvidia0", "nvidia1", "nvidiactl"):
+        (tmp_path / name).write_text("")
+    children.append(spawn(f"import time; f = open({str(tmp_path / 'nvidia1')!r}); g = open({str(tmp_path / 'nvidiactl')!r}); "
+                          "time.sleep(60)"))
+    glob = str(tmp_path / "nvidia*")
+    assert children[0].pid not in {h.pid for h in find_holders(Scope(OTHER_USER, gpus=(0,)), glob, None)}
+    found = {h.pid: h for h in find_holders(Scope(OTHER_USER, gpus=(1,)), glob, None)}
+    assert found[children[0].pid].reasons == [f"holds {tmp_path / 'nvidia1'}"]  # nvidiactl says nothing
+    assert children[0].pid in {h.pid for h in find_holders(Scope(OTHER_USER), glob, None)}
+
+
+def test_visible_devices_parsing():
+    assert parse_visible_devices("0,1, 3") == (0, 1, 3)
+    assert parse_visible_devices("") is None
+    assert parse_visible_devices("GPU-5f3c1a2b-0000-0000-0000-000000000000") is None
 
 
 def test_never_lists_itself_or_its_ancestors():
@@ -113,7 +160,7 @@ def test_stale_shm_spares_files_in_use(tmp_path: Path, children):
 def test_out_of_scope_message_names_each_process():
     from module_utils.gpu_leftovers import Holder
     message = out_of_scope_message([Holder(42, "root", "python3 -m http.server 8000", ["listens on port 8000"])])
-    assert "refusing to stop 1 process(es) outside the cleanup scope" in message
+    assert "refusing to stop 1 process(es) outside the cleanup scope" in message and "Nothing was stopped" in message
     assert "pid 42 (root: python3 -m http.server 8000) listens on port 8000" in message
 
 
@@ -132,3 +179,7 @@ def test_wait_for_gpu_memory_returns_when_free_or_at_timeout():
     waited, used = wait_for_gpu_memory(lambda: {0: 90000}, 1024, timeout=3, sleep=lambda s: None,
                                        clock=iter(range(100)).__next__)
     assert used == {0: 90000} and waited >= 3
+    # Only the unit's GPUs are waited on: another job's busy GPU 1 does not hold the start.
+    waited, used = wait_for_gpu_memory(lambda: {0: 2, 1: 90000}, 1024, timeout=30, sleep=lambda s: None,
+                                       clock=iter(range(100)).__next__, gpus=(0,))
+    assert used == {0: 2} and waited < 30
