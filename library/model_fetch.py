@@ -63,6 +63,13 @@ options:
     type: list
     elements: str
     default: []
+  pinned_model_dirs:
+    description:
+      - The model directories kept service releases run (their manifests' model_dir). The versions
+        they resolve to are protected like I(protected_versions), compared as real paths.
+    type: list
+    elements: str
+    default: []
   free_space_margin_mib: {description: Free space to leave on the filesystem after the download., type: int, default: 1024}
   hash_workers: {description: Files hashed at once., type: int, default: 4}
   download_attempts: {description: Attempts per file within one run (each resumes the last)., type: int, default: 3}
@@ -155,6 +162,7 @@ def main() -> None:
             "validate_gguf": {"type": "bool", "default": True},
             "keep_previous": {"type": "int", "default": 1},
             "protected_versions": {"type": "list", "elements": "str", "default": []},
+            "pinned_model_dirs": {"type": "list", "elements": "str", "default": []},
             "free_space_margin_mib": {"type": "int", "default": 1024},
             "hash_workers": {"type": "int", "default": 4},
             "download_attempts": {"type": "int", "default": 3},
@@ -185,6 +193,7 @@ def main() -> None:
         gguf_files=params["gguf_files"], expected_architecture=params["expected_architecture"],
         expected_tensor_count=params["expected_tensor_count"], validate_gguf=params["validate_gguf"],
         keep_previous=params["keep_previous"], protected_versions=frozenset(params["protected_versions"]),
+        pinned_model_dirs=tuple(params["pinned_model_dirs"]),
         margin_bytes=params["free_space_margin_mib"] * 2**20,
         hash_workers=params["hash_workers"], attempts=params["download_attempts"], timeout=params["timeout"],
         hf_token=params["hf_token"], hf_endpoint=params["hf_endpoint"])

@@ -45,6 +45,8 @@ class FetchRequest:
     validate_gguf: bool = True
     keep_previous: int = 1
     protected_versions: frozenset[str] = frozenset()
+    # The model directories the kept service releases run (their manifests' model_dir).
+    pinned_model_dirs: tuple[str, ...] = ()
     margin_bytes: int = 2**30
     hash_workers: int = 4
     attempts: int = 3
@@ -220,8 +222,9 @@ def ensure_model(request: FetchRequest, check_mode: bool = False, plan_only: boo
     write_manifest(staging, manifest_for(staging, hashes, extra))
     if staging != store.staging_dir(result.version):
         staging.rename(store.staging_dir(result.version))
-    store.place(result.version)
+    protected = request.protected_versions | store.pinned_versions(list(request.pinned_model_dirs))
+    store.place(result.version, protected)
     store.switch(result.version)
     result.switched = True
-    result.pruned = store.prune(request.keep_previous, request.protected_versions)
+    result.pruned = store.prune(request.keep_previous, protected)
     return result

@@ -126,13 +126,33 @@ class ModelStore:
             return []
         return [p.name for p in sorted(directory.iterdir(), key=lambda p: p.stat().st_mtime_ns) if p.is_dir()]
 
-    def place(self, version: str) -> None:
-        """Move a verified staging set to versions/<version> (a rename on one filesystem)."""
+    def place(self, version: str, protected: frozenset[str] = frozenset()) -> None:
+        """Move a verified staging set to versions/<version> (a rename on one filesystem).
+
+        A version id names its content, so when current or a protected version already is
+        versions/<version> (a re-synced source with new mtimes), that one stays and the staged copy
+        goes: what a running or pinned service reads is never removed. Any other directory there
+        is an unverified leftover of an earlier run and is replaced.
+        """
         target = self.version_dir(version)
         target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists() and (version == self.current_version() or version in protected):
+            shutil.rmtree(self.staging_dir(version))
+            return
         if target.exists():
-            shutil.rmtree(target)  # an unverified leftover of an earlier run; current never points here
+            shutil.rmtree(target)
         os.rename(self.staging_dir(version), target)
+
+    def pinned_versions(self, model_dirs: list[str]) -> frozenset[str]:
+        """The versions of this store that these directories are, compared as resolved paths (a
+        symlinked model root, a trailing slash or a path through current all name the same one)."""
+        versions = os.path.realpath(self.base / "versions")
+        pinned = set()
+        for model_dir in model_dirs:
+            resolved = os.path.realpath(model_dir) if model_dir else ""
+            if resolved and os.path.dirname(resolved) == versions:
+                pinned.add(os.path.basename(resolved))
+        return frozenset(pinned)
 
     def switch(self, version: str) -> None:
         """Point current at versions/<version> atomically (rename of a new link over the old one)."""

@@ -225,3 +225,40 @@ def test_retention_never_removes_a_version_a_release_pins(tmp_path: Path):
     assert store.prune(1, protected=frozenset({"v1"})) == []
     assert store.prune(0, protected=frozenset({"v1"})) == ["v2"]
     assert sorted(store.versions()) == ["v1", "v3"]
+
+
+def test_a_release_pins_its_version_through_a_symlinked_root_or_a_trailing_slash(tmp_path: Path):
+    real = tmp_path / "disk" / "models"
+    real.mkdir(parents=True)
+    (tmp_path / "models").symlink_to(real)
+    store = ModelStore(tmp_path / "models", "m")  # the store through the link, releases by real path
+    for version in ("v1", "v2"):
+        store.version_dir(version).mkdir(parents=True)
+    store.switch("v2")
+    pinned = [f"{real}/m/versions/v1/", str(store.current), "", "/elsewhere/m/versions/v9"]
+    assert store.pinned_versions(pinned) == {"v1", "v2"}
+
+
+def test_placing_a_version_current_already_is_keeps_the_current_files(tmp_path: Path):
+    # A re-synced source with new mtimes is staged again under the same (content) version id.
+    store = ModelStore(tmp_path / "models", "m")
+    for directory in (store.staging_dir("v1"), store.version_dir("v0")):
+        directory.mkdir(parents=True)
+        (directory / "w.gguf").write_text("weights")
+    os.rename(store.staging_dir("v1"), store.version_dir("v1"))
+    store.switch("v1")
+    served = (store.current / "w.gguf").stat().st_ino
+    store.staging_dir("v1").mkdir(parents=True)
+    (store.staging_dir("v1") / "w.gguf").write_text("weights")
+    store.place("v1")
+    assert (store.current / "w.gguf").stat().st_ino == served  # the files vLLM has open stay
+    assert not store.staging_dir("v1").exists()
+    pinned = (store.version_dir("v0") / "w.gguf").stat().st_ino  # a kept release runs v0: kept as well
+    store.staging_dir("v0").mkdir(parents=True)
+    (store.staging_dir("v0") / "w.gguf").write_text("weights")
+    store.place("v0", protected=frozenset({"v0"}))
+    assert (store.version_dir("v0") / "w.gguf").stat().st_ino == pinned and not store.staging_dir("v0").exists()
+    store.staging_dir("v0").mkdir(parents=True)  # unpinned, v0 is a leftover: the verified copy replaces it
+    (store.staging_dir("v0") / "w.gguf").write_text("verified")
+    store.place("v0")
+    assert (store.version_dir("v0") / "w.gguf").read_text() == "verified"
