@@ -9,11 +9,13 @@ short_description: Switch the current release of a vLLM service, roll it back, p
 description:
   - A release is a directory C(root/<id>/) with the service's environment file, a C(venv) link
     and a C(release.json) manifest; C(root/current) is the release the unit runs and
-    C(root/previous) the one before. Links are replaced atomically (rename).
+    C(root/previous) the one before, C(root/verified) the one that last passed the gate. Links are
+    replaced atomically (rename).
   - C(switch) makes a release current (the old current becomes previous) after checking that its
     venv and model files exist. C(rollback) swaps current and previous, recording the reason in
     the release rolled back from. C(prune) removes the oldest releases beyond C(keep), never the
-    current or previous one. C(info) changes nothing.
+    current, previous or verified one. C(mark_verified) points C(verified) at current (after the
+    gate). C(info) changes nothing.
   - The service is not restarted here; the vllm_service role's restart chain does that.
 options:
   root:
@@ -23,7 +25,7 @@ options:
   action:
     description: What to do.
     type: str
-    choices: [switch, rollback, prune, info]
+    choices: [switch, rollback, prune, mark_verified, info]
     default: info
   release:
     description: Release id to make current (action=switch).
@@ -66,6 +68,14 @@ previous:
   description: Release id previous after the action.
   returned: always
   type: str
+verified:
+  description: Release id that last passed the gate (null when none has).
+  returned: always
+  type: str
+unverified:
+  description: Whether current is not the verified release (the next run restarts and gates it).
+  returned: always
+  type: bool
 rolled_back_from:
   description: The release that was current before a rollback.
   returned: action=rollback
@@ -87,7 +97,7 @@ releases:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.releases import ReleaseError, described, prune, rollback, state, switch
+from ansible.module_utils.releases import ReleaseError, described, mark_verified, prune, rollback, state, switch
 
 
 def act(params: dict, check_mode: bool) -> dict:
@@ -100,6 +110,8 @@ def act(params: dict, check_mode: bool) -> dict:
         return rollback(root, params["reason"], dry_run=check_mode, allow_failed=params["allow_failed"])
     if params["action"] == "prune":
         return prune(root, params["keep"], dry_run=check_mode)
+    if params["action"] == "mark_verified":
+        return mark_verified(root, dry_run=check_mode)
     return {"changed": False}
 
 
@@ -107,7 +119,7 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec={
             "root": {"type": "path", "required": True},
-            "action": {"type": "str", "choices": ["switch", "rollback", "prune", "info"], "default": "info"},
+            "action": {"type": "str", "choices": ["switch", "rollback", "prune", "mark_verified", "info"], "default": "info"},
             "release": {"type": "str"},
             "reason": {"type": "str", "default": ""},
             "keep": {"type": "int", "default": 3},

@@ -20,7 +20,8 @@ from typing import Any
 
 MANIFEST = "release.json"
 FAILED_MARK = "FAILED"
-LINKS = ("current", "previous")
+# verified: the release that last passed the readiness gate (and the coherence gate) on this host.
+LINKS = ("current", "previous", "verified")
 
 
 class ReleaseError(Exception):
@@ -117,7 +118,11 @@ def missing_parts(release: Release) -> list[str]:
 
 
 def state(root: Path) -> dict[str, Any]:
-    return {"current": link_target(root, "current"), "previous": link_target(root, "previous"),
+    """The links and releases; `unverified` when current is not the release that last passed the
+    gate (a run that switched and died before its restart, or before the gate passed)."""
+    current, verified = link_target(root, "current"), link_target(root, "verified")
+    return {"current": current, "previous": link_target(root, "previous"), "verified": verified,
+            "unverified": current is not None and current != verified,
             "releases": [release.as_dict() for release in releases(root)]}
 
 
@@ -174,6 +179,18 @@ def rollback(root: Path, reason: str = "", dry_run: bool = False, allow_failed: 
             point(root, "previous", current)
         clear_failed(target)
     return {"changed": True, "current": previous, "previous": current, "rolled_back_from": current}
+
+
+def mark_verified(root: Path, dry_run: bool = False) -> dict[str, Any]:
+    """Record that the current release passed the gate (the verified link names it)."""
+    current = link_target(root, "current")
+    if current is None:
+        raise ReleaseError(f"no current release under {root} to mark verified")
+    if link_target(root, "verified") == current:
+        return {"changed": False}
+    if not dry_run:
+        point(root, "verified", current)
+    return {"changed": True, "verified": current, "unverified": False}
 
 
 def clear_failed(release: Release) -> None:

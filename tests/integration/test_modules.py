@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 from tests.conftest import DEMO_MODEL_DIR, run
 
@@ -63,10 +64,13 @@ def test_vllm_triage_names_the_cause_of_a_saved_log():
 
 def test_vllm_cleanup_in_check_mode_reports_and_kills_nothing():
     import subprocess
+    import pwd
+    # An engine core of the service user (here: whoever runs the test) outside any unit.
     orphan = subprocess.Popen(["bash", "-c", "exec -a VLLM::EngineCore sleep 60"])
     try:
         result = run(["ansible", "localhost", "-o", "-C", "-m", "vllm_cleanup", "-a",
-                      json.dumps({"service_user": "no-such-user", "device_glob": "/nonexistent/nvidia*"})])
+                      json.dumps({"service_user": pwd.getpwuid(os.getuid()).pw_name,
+                                  "device_glob": "/nonexistent/nvidia*"})])
         line = next(line for line in result.stdout.splitlines() if line.startswith("localhost |"))
         out = json.loads(line.split("=>", 1)[1])
         assert result.returncode == 0, out

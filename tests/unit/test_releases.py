@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.releases import ReleaseError, link_target, prune, releases, rollback, state, switch
+from module_utils.releases import ReleaseError, link_target, mark_verified, prune, releases, rollback, state, switch
 
 
 def make_release(root: Path, release_id: str, created: float, venv: Path, model: Path | None = None) -> Path:
@@ -179,3 +179,29 @@ def test_reported_manifests_name_extra_env_without_values(root: Path):
     reported = {r["id"]: r for r in state(root)["releases"]}["aaa"]["manifest"]
     assert reported["tuning"] == {"extra_env": ["FLEET_MARK", "HF_TOKEN"], "nccl_proto": "LL"}
     assert "hf_secret" not in json.dumps(state(root))
+
+
+def test_a_switched_release_is_unverified_until_marked(root: Path):
+    switch(root, "aaa")
+    assert state(root)["unverified"] is True  # switched, never gated: the next run restarts and gates it
+    assert mark_verified(root) == {"changed": True, "verified": "aaa", "unverified": False}
+    assert mark_verified(root) == {"changed": False}
+    switch(root, "bbb")  # a run that dies here leaves current unverified
+    assert (state(root)["verified"], state(root)["unverified"]) == ("aaa", True)
+    rollback(root)
+    assert state(root)["unverified"] is False
+
+
+def test_mark_verified_in_check_mode_or_without_current(root: Path):
+    with pytest.raises(ReleaseError, match="no current release"):
+        mark_verified(root)
+    switch(root, "aaa")
+    assert mark_verified(root, dry_run=True)["changed"] is True and link_target(root, "verified") is None
+
+
+def test_prune_never_removes_the_verified_release(root: Path, venv: Path):
+    switch(root, "aaa")
+    mark_verified(root)
+    switch(root, "bbb")
+    switch(root, "ccc")  # verified aaa is neither current nor previous, and the oldest
+    assert "aaa" not in prune(root, keep=1)["removed"]
