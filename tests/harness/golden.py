@@ -195,12 +195,16 @@ def ensure() -> str:
 
 
 def changed_tasks(events: list[dict], roles: tuple[str, ...] = CONVERGED_ROLES) -> list[str]:
-    """'host: role : task' for each task of these roles that reported a change (ansible-runner events)."""
+    """'host: role : task' for each task of these roles that reported a change (ansible-runner events),
+    with the first lines of what it printed (synchronize's itemized list names what differed)."""
     changed = []
     for event in events:
         data = event.get("event_data", {})
-        if event.get("event") == "runner_on_ok" and data.get("role") in roles and data.get("res", {}).get("changed"):
-            changed.append(f"{data.get('host')}: {data.get('role')} : {data.get('task')}")
+        result = data.get("res", {})
+        if event.get("event") == "runner_on_ok" and data.get("role") in roles and result.get("changed"):
+            printed = result.get("stdout_lines") or []
+            changed.append(f"{data.get('host')}: {data.get('role')} : {data.get('task')}"
+                           + (f" {printed[:5]}" if printed else ""))
     return changed
 
 
