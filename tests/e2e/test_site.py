@@ -90,6 +90,16 @@ def test_mistyped_variable_stops_before_any_change(deployed: PlayRun, tmp_path: 
     assert service_state() == before
 
 
+def test_settings_out_of_range_stop_before_any_change(deployed: PlayRun, tmp_path: Path):
+    before = service_state()
+    result = run_playbook(tmp_path, vllm_service_gpu_memory_utilization=1.5, vllm_service_releases_keep=0)
+    assert result.rc != 0
+    assert "vllm_service_gpu_memory_utilization=1.5 is above its range (at most 1)" in result.output
+    assert "vllm_service_releases_keep=0 is below its range (at least 1)" in result.output
+    assert result.changed == 0
+    assert service_state() == before
+
+
 @pytest.mark.parametrize(("user", "named"), [
     ("root", "vllm_service_user is root"),
     # dbus's account on the test host: a system account the role did not make.
