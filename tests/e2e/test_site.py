@@ -90,6 +90,16 @@ def test_mistyped_variable_stops_before_any_change(deployed: PlayRun, tmp_path: 
     assert service_state() == before
 
 
+def test_the_example_placeholder_api_key_stops_before_any_change(deployed: PlayRun, tmp_path: Path):
+    before = service_state()
+    result = run_playbook(tmp_path, vllm_service_api_key="change-me-with-ansible-vault")
+    assert result.rc != 0
+    assert "vllm_service_api_key is the example inventory's placeholder" in result.output
+    assert "change-me-with-ansible-vault" not in result.output
+    assert result.changed == 0
+    assert service_state() == before
+
+
 def test_settings_out_of_range_stop_before_any_change(deployed: PlayRun, tmp_path: Path):
     before = service_state()
     result = run_playbook(tmp_path, vllm_service_gpu_memory_utilization=1.5, vllm_service_releases_keep=0)
