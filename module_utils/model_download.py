@@ -11,6 +11,7 @@ import hashlib
 import http.client
 import shutil
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -82,15 +83,24 @@ def gib(size: int) -> str:
     return f"{size / 2**30:.2f} GiB"
 
 
+def shown_url(url: str) -> str:
+    """The URL as messages show it: a presigned URL's query (signature, token) and any user:password
+    are secrets, so only scheme, host and path are kept."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "<query hidden>" if parts.query else "", ""))
+
+
 def head_size(name: str, url: str, headers: dict[str, str], timeout: float) -> int:
     request = urllib.request.Request(url, method="HEAD", headers=headers)
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             length = response.headers.get("Content-Length")
     except (OSError, http.client.HTTPException) as error:
-        raise FetchError(f"{name}: {url}: {error}") from error
+        raise FetchError(f"{name}: {shown_url(url)}: {error}") from error
     if length is None:
-        raise FetchError(f"{name}: {url}: the server sends no Content-Length; give the size in the model profile")
+        raise FetchError(f"{name}: {shown_url(url)}: the server sends no Content-Length; give the size in the model profile")
     return int(length)
 
 
