@@ -106,12 +106,13 @@ def testhost(*args: str, image: str = "") -> None:
     subprocess.run([str(REPO_ROOT / "tools" / "testhost.sh"), *args], check=True, env=env)
 
 
-def run_playbook(inventory: Path, playbook: str, workdir: Path, results_dir: Path, **extravars) -> PlayRun:
+def run_playbook(inventory: Path, playbook: str, workdir: Path, results_dir: Path, cmdline: str = "",
+                 **extravars) -> PlayRun:
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     result = ansible_runner.run(
         private_data_dir=str(workdir), project_dir=str(REPO_ROOT), playbook=str(REPO_ROOT / playbook),
-        inventory=str(inventory), extravars=extravars,
+        inventory=str(inventory), extravars=extravars, cmdline=cmdline or None,
         envvars={"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
                  "VLLM_FLEET_RESULTS_DIR": str(results_dir)},
         quiet=True,

@@ -19,8 +19,8 @@ PREFIX, PORT_BASE = env_prefix()
 RESULTS_DIR = REPO_ROOT / ".cache" / f"results-{PREFIX}"
 
 
-def play(testbed: LocalFleet, playbook: str, workdir: Path, **extravars) -> PlayRun:
-    return run_playbook(testbed.inventory, playbook, workdir, RESULTS_DIR, **extravars)
+def play(testbed: LocalFleet, playbook: str, workdir: Path, cmdline: str = "", **extravars) -> PlayRun:
+    return run_playbook(testbed.inventory, playbook, workdir, RESULTS_DIR, cmdline, **extravars)
 
 
 def cli(testbed: LocalFleet, *args: str, json_file: Path) -> tuple[int, dict, str]:
@@ -45,6 +45,14 @@ def fleet(tmp_path_factory) -> Iterator[LocalFleet]:
     testbed.up(fresh=not reuse)
     try:
         testbed.write_inventory(tmp_path_factory.mktemp("fleet-inventory"))
+        if not reuse:
+            # Check mode on the bare balancer host (no HAProxy, no python3-apt) reports the install
+            # instead of failing in the apt module.
+            checked = play(testbed, "playbooks/load_balancer.yml", tmp_path_factory.mktemp("lb-check"), "--check")
+            assert checked.rc == 0, checked.output[-6000:]
+            reported = golden.changed_tasks(checked.events, ("load_balancer",))
+            assert any(": load_balancer : Install HAProxy" in task or "would install HAProxy" in task
+                       for task in reported), checked.output[-3000:]
         deployed = play(testbed, "site.yml", tmp_path_factory.mktemp("fleet-deploy"))
         assert deployed.rc == 0, deployed.output[-8000:]
         if not reuse:
