@@ -88,12 +88,17 @@ HOOK
 }
 
 wait_for_boot() {
-  local name=$1 state
-  state=$(timeout 120 podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
-  case $state in
-    running|degraded) log "$name booted ($state)" ;;
-    *) log "$name did not boot: '$state'"; podman exec "$name" systemctl --failed --no-pager >&2 || true; exit 1 ;;
-  esac
+  # An exec right after `podman run` can fail while the container is still starting (its error
+  # is hidden here); it is retried until systemd reports the boot done or 120 s have passed.
+  local name=$1 state="" deadline=$((SECONDS + 120))
+  while (( SECONDS < deadline )); do
+    state=$(timeout 120 podman exec "$name" systemctl is-system-running --wait 2>/dev/null || true)
+    case $state in
+      running|degraded) log "$name booted ($state)"; return 0 ;;
+    esac
+    sleep 1
+  done
+  log "$name did not boot: '$state'"; podman exec "$name" systemctl --failed --no-pager >&2 || true; exit 1
 }
 
 wait_for_ssh() {
