@@ -14,7 +14,8 @@ from tools.fleet_testbed import LocalFleet
 
 pytestmark = pytest.mark.slow
 
-BALANCER_STATE = "systemctl show haproxy --property=MainPID,ActiveEnterTimestampMonotonic; sha256sum /etc/haproxy/*"
+BALANCER_STATE = ("systemctl show haproxy --property=MainPID,ActiveEnterTimestampMonotonic; "
+                  "find /etc/haproxy -type f -exec sha256sum {} + | sort")
 
 
 def balancer_state(fleet: LocalFleet) -> str:
