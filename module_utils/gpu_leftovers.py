@@ -33,6 +33,8 @@ DEFAULT_TITLE_PATTERNS = (r"^VLLM::", r"^Worker_TP\d+", r"^VllmWorker", r"^Engin
 DEFAULT_SYSTEM_DAEMONS = ("nvidia-persistenced", "nv-fabricmanager", "nv-hostengine", "dcgm-exporter",
                           "nvidia-dcgm")
 GPU_DEVICE = re.compile(r"nvidia(\d+)$")
+# A reason that names a process but says nothing about what it holds.
+TITLE_REASON = "has a vLLM process title"
 DEFAULT_SHM_PATTERNS = ("nccl-*", "psm_*", "vllm*")
 TCP_LISTEN_STATE = "0A"
 
@@ -63,9 +65,11 @@ class Scope:
     def has_vllm_title(self, cmdline: str, comm: str) -> bool:
         return any(re.search(p, cmdline) or re.search(p, comm) for p in self.title_patterns)
 
+    def in_unit(self, cgroup: str) -> bool:
+        return bool(self.unit_cgroup) and (cgroup == self.unit_cgroup or cgroup.startswith(self.unit_cgroup + "/"))
+
     def owns(self, user: str, cgroup: str) -> bool:
-        in_unit = bool(self.unit_cgroup) and (cgroup == self.unit_cgroup or cgroup.startswith(self.unit_cgroup + "/"))
-        return in_unit or user == self.service_user
+        return self.in_unit(cgroup) or user == self.service_user
 
     def is_system_daemon(self, cmdline: str, comm: str) -> bool:
         program = os.path.basename(cmdline.split(" ", 1)[0])
@@ -269,7 +273,7 @@ def find_holders(
                                  cgroup, targets)
         if not ours and scope.is_system_daemon(cmdline, comm) and not port_inodes.intersection(targets):
             continue
-        if ours or any(not reason.startswith("has a vLLM") for reason in reasons):
+        if ours or any(reason != TITLE_REASON for reason in reasons):
             holders.append(Holder(pid, user, cmdline, reasons, ours, cgroup))
     return holders
 
@@ -285,8 +289,8 @@ def holder_reasons(
     if port_inodes.intersection(targets):
         reasons.append(f"listens on port {port}")
     if scope.has_vllm_title(cmdline, comm):
-        reasons.append("has a vLLM process title")
-    if scope.unit_cgroup and (cgroup == scope.unit_cgroup or cgroup.startswith(scope.unit_cgroup + "/")):
+        reasons.append(TITLE_REASON)
+    if scope.in_unit(cgroup):
         reasons.append(f"runs in the unit's cgroup {scope.unit_cgroup}")
     if user == scope.service_user:
         reasons.append(f"runs as the service user {user}")

@@ -5,12 +5,10 @@ This module runs before the rolling tests, on the fleet as its deploy left it.""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from tests.conftest import assert_molecule_scenario_passes, changed_role_tasks
-from tools.fleet_testbed import LocalFleet
+from tools.fleet_testbed import LocalFleet, on
 
 pytestmark = pytest.mark.slow
 
@@ -18,14 +16,9 @@ BALANCER_STATE = ("systemctl show haproxy --property=MainPID,ActiveEnterTimestam
                   "find /etc/haproxy -type f -exec sha256sum {} + | sort")
 
 
-def balancer_state(fleet: LocalFleet) -> str:
-    return subprocess.run(["podman", "exec", fleet.lb, "sh", "-c", BALANCER_STATE], check=True, capture_output=True,
-                          text=True).stdout
-
-
 def test_load_balancer_scenario_changes_nothing_on_the_deployed_fleet(fleet: LocalFleet):
-    before = balancer_state(fleet)
+    before = on(fleet.lb, BALANCER_STATE)
     output = assert_molecule_scenario_passes("load_balancer", VLLM_FLEET_MOLECULE_INVENTORY=str(fleet.inventory))
     assert "TASK [load_balancer : " in output
     assert changed_role_tasks(output, ("load_balancer",)) == []
-    assert balancer_state(fleet) == before
+    assert on(fleet.lb, BALANCER_STATE) == before
