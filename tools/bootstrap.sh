@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up this machine as a vllm-fleet controller and test-host builder (idempotent):
-# Debian packages (podman, runc, mmdebstrap, rsync, ssh), podman's config, and the controller
+# Debian packages (podman, runc, mmdebstrap, rsync, ssh, systemd-analyze), podman's config, and the controller
 # venv (.venv, Python 3.12) from requirements-controller.txt.
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=$REPO_ROOT/.venv
-APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client iproute2 apt-utils gnupg)
+APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client iproute2 apt-utils gnupg systemd)
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 
@@ -57,7 +57,18 @@ check_wheelhouse_python() {
   python3.11 -c 'import sys' >/dev/null 2>&1 || { log "python3.11 is needed to download the cpu wheelhouse"; exit 1; }
 }
 
+# The test-host images need podman only: they are built while the venv installs. --test-images
+# (the test runs) adds the Debian 13 image of the nvidia_driver scenario.
+build_images() {
+  "$REPO_ROOT/tools/testhost.sh" image
+  if [[ $WITH_TEST_IMAGES == 1 ]]; then VLLM_FLEET_TESTHOST_SUITE=trixie "$REPO_ROOT/tools/testhost.sh" image; fi
+}
+
+WITH_TEST_IMAGES=0
+[[ ${1:-} == --test-images ]] && WITH_TEST_IMAGES=1
 timed "bootstrap: Debian packages" install_apt_packages
+timed "bootstrap: test-host images (beside the venv)" build_images &
+images=$!
 timed "bootstrap: controller venv" install_controller_venv
 check_wheelhouse_python
-timed "bootstrap: test-host image" "$REPO_ROOT/tools/testhost.sh" image
+wait "$images" || { log "building the test-host images failed"; exit 1; }

@@ -9,7 +9,7 @@ set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$REPO_ROOT"
-tools/bootstrap.sh
+tools/bootstrap.sh --test-images
 export PATH=$REPO_ROOT/.venv/bin:$PATH
 args=("$@")
 if [[ ${1:-} == --quick ]]; then

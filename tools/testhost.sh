@@ -132,7 +132,8 @@ up() {
   wait_for_ssh "$ssh_port"
 }
 
-down() { podman rm -f -t 5 "$1" >/dev/null 2>&1 || true; }
+# Test hosts are thrown away: no stop timeout to wait out.
+down() { podman rm -f -t 0 "$1" >/dev/null 2>&1 || true; }
 
 case ${1:-} in
   image) build_image ;;

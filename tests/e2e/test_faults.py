@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import PlayRun, on_host, run_playbook, service_state
+from tests.e2e.conftest import SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,8 @@ def internal_address() -> str:
 def inject(unit: str, command: str, user: str = "root") -> int:
     """Start a transient unit on the host; returns its main PID."""
     on_host(f"systemd-run --quiet --unit={unit} --uid={user} --property=KillMode=process {command}")
-    pid = on_host(f"sleep 1; systemctl show {unit} --property=MainPID --value")
+    pid = on_host(f"for _ in $(seq 50); do pid=$(systemctl show {unit} --property=MainPID --value); "
+                  f"[ \"$pid\" != 0 ] && break; sleep 0.1; done; echo $pid")
     assert pid != "0", on_host(f"journalctl -u {unit} --no-pager | tail -20", check=False)
     return int(pid)
 
@@ -45,21 +46,6 @@ def clean_injections():
             f"rm -rf {FAKE_DEVICES} /dev/shm/nccl-fault* /dev/shm/psm_fault*", check=False)
 
 
-def test_leftover_engine_core_and_stale_shm_are_cleaned(deployed: PlayRun, tmp_path: Path):
-    # An engine core of the service user outside the unit: what a SIGKILLed manual run leaves.
-    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::EngineCore sleep 600'", user="vllm")
-    on_host("head -c 1M /dev/zero > /dev/shm/nccl-fault-1 && head -c 1M /dev/zero > /dev/shm/psm_fault2")
-    run = run_playbook(tmp_path, "playbooks/restart.yml")
-    report("orphan VLLM::EngineCore + stale shm", run)
-    assert run.rc == 0, run.output[-5000:]
-    cleanup = run.task_result(CLEANUP_TASK)
-    assert orphan in cleanup["terminated"] + cleanup["killed"]
-    assert not alive(orphan)
-    assert {"/dev/shm/nccl-fault-1", "/dev/shm/psm_fault2"} <= set(cleanup["removed_shm_files"])
-    assert run.task_result(GATE_TASK)["completion_tokens"] > 0
-    assert service_state()[0] == "active"
-
-
 def fake_gpu() -> str:
     """A fake GPU device node and a script that holds a file open: `python3 HOLD <path>`."""
     on_host(f"mkdir -p {FAKE_DEVICES} && touch {FAKE_DEVICES}/nvidia0 {FAKE_DEVICES}/nvidiactl && "
@@ -67,7 +53,11 @@ def fake_gpu() -> str:
     return f"{FAKE_DEVICES}/nvidia0"
 
 
-def test_device_holder_of_the_service_user_is_stopped_and_nothing_else(deployed: PlayRun, tmp_path: Path):
+# One restart for what the cleanup must stop and what it must leave alone, side by side.
+def test_our_leftovers_are_cleaned_and_nothing_else(deployed: PlayRun, tmp_path: Path):
+    # An engine core of the service user outside the unit: what a SIGKILLed manual run leaves.
+    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::EngineCore sleep 600'", user="vllm")
+    on_host("head -c 1M /dev/zero > /dev/shm/nccl-fault-1 && head -c 1M /dev/zero > /dev/shm/psm_fault2")
     device = fake_gpu()
     holder = inject("fault-device", f"python3 {HOLD} {device}", user="vllm")
     # Another team's vLLM on the same host (root's, outside the unit, holding none of its GPUs) and
@@ -75,14 +65,18 @@ def test_device_holder_of_the_service_user_is_stopped_and_nothing_else(deployed:
     foreign = inject("fault-foreign", "bash -c 'exec -a VLLM::EngineCore sleep 600'")
     daemon = inject("fault-persistenced", f"bash -c 'exec -a /usr/bin/nvidia-persistenced python3 {HOLD} {device}'")
     run = run_playbook(tmp_path, "playbooks/restart.yml", vllm_service_cleanup_device_glob=f"{FAKE_DEVICES}/nvidia*")
-    report("device holder", run)
+    report("orphan VLLM::EngineCore + stale shm + device holder", run)
     assert run.rc == 0, run.output[-5000:]
     cleanup = run.task_result(CLEANUP_TASK)
+    assert orphan in cleanup["terminated"] + cleanup["killed"]
+    assert not alive(orphan)
+    assert {"/dev/shm/nccl-fault-1", "/dev/shm/psm_fault2"} <= set(cleanup["removed_shm_files"])
     found = [h for h in cleanup["holders"] if h["pid"] == holder]
     assert found and f"holds {device}" in found[0]["reasons"]
     assert not alive(holder)
     assert alive(foreign) and alive(daemon)
     assert not {foreign, daemon} & {h["pid"] for h in cleanup["holders"]}
+    assert run.task_result(GATE_TASK)["completion_tokens"] > 0
     assert service_state()[0] == "active"
 
 
@@ -126,7 +120,7 @@ def test_check_mode_kills_nothing(deployed: PlayRun, tmp_path: Path):
 def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: Path):
     # Without the rollback the unit is left crash-looping, as the triage playbook below needs it
     # (tests/fleet covers the rollback).
-    broken = run_playbook(tmp_path / "broken", vllm_service_extra_args=["--no-such-flag"],
+    broken = run_playbook(tmp_path / "broken", cmdline=SERVICE_ONLY, vllm_service_extra_args=["--no-such-flag"],
                           vllm_service_rollback_on_failure=False)
     report("crash loop (bad argument)", broken)
     assert broken.rc != 0
@@ -142,6 +136,6 @@ def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: 
     assert found["class"] == "config_or_tokenizer" and "--no-such-flag" in found["root_cause"]
     assert "[config_or_tokenizer] api_server.py: error: unrecognized arguments: --no-such-flag" in triaged.output
 
-    restored = run_playbook(tmp_path / "restored")
+    restored = run_playbook(tmp_path / "restored", cmdline=SERVICE_ONLY)
     assert restored.rc == 0, restored.output[-5000:]
     assert service_state()[0] == "active"

@@ -11,7 +11,7 @@ import openai
 from openai import OpenAI
 
 from tests.conftest import DEMO_MODEL_DIR
-from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, PlayRun, on_host, run_playbook, service_state
+from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_a_release_switched_but_never_gated_is_restarted_and_gated(deployed: Pla
     current, pid = on_host(f"readlink {releases}/current"), service_state()[1]
     assert on_host(f"readlink {releases}/verified") == current
     on_host(f"rm {releases}/verified")  # the state such a run leaves: current switched, not gated
-    run = run_playbook(tmp_path)
+    run = run_playbook(tmp_path, cmdline=SERVICE_ONLY)
     assert run.rc == 0, run.output[-6000:]
     assert service_state()[0] == "active" and service_state()[1] != pid
     gate = run.task_result("Check the release's greedy output against the model profile")
