@@ -206,6 +206,11 @@ class FailureEvent:
         """A traceback pasted without its exception line."""
         return self.exceptions == [TRUNCATED_TRACEBACK]
 
+    @property
+    def cut_before_exception(self) -> bool:
+        """A traceback pasted without its exception line, whether or not a raise statement was left."""
+        return self.truncated or bool(RAISE_STATEMENT.match(self.final_exception))
+
 
 @dataclass
 class TriageReport:
@@ -725,11 +730,17 @@ def worker_signature(text: str) -> str:
 
 
 def choose_event(events: list[FailureEvent], rules: Rules) -> FailureEvent | None:
-    """The first real traceback; a single fatal line only when no traceback is real."""
+    """The first real traceback that ends in its exception; else a single fatal line (which names
+    what a traceback cut before its last line only hints at); else the first real event."""
     real = [event for event in events if real_exceptions(event, rules)]
-    tracebacks = [event for event in real if event.kind == "traceback" and not event.truncated]
+    tracebacks = [event for event in real if event.kind == "traceback" and not event.cut_before_exception]
     if tracebacks:
         return tracebacks[0]
+    single_lines = [event for event in real if event.kind != "traceback"]
+    # Of a traceback logged line by line at ERROR (its start cut off), the exception line.
+    exception_lines = [event for event in single_lines if BARE_EXCEPTION_LINE.match(event.final_exception)]
+    if exception_lines or single_lines:
+        return (exception_lines or single_lines)[0]
     return real[0] if real else None
 
 
