@@ -1,5 +1,5 @@
-"""setting_range_problems / gpu_count_problems: the numeric settings an argument spec can only
-type-check, checked for range before any host is changed.
+"""setting_range_problems / gpu_count_problems / bind_network_problems: the settings an argument
+spec can only type-check, checked before any host is changed.
 
     {{ {'vllm_service_port': [vllm_service_port, 1, 65535]} | setting_range_problems }}
 
@@ -8,6 +8,8 @@ as a string ending in ")" (e.g. "0)") excludes itself.
 """
 
 from __future__ import annotations
+
+import ipaddress
 
 
 def _bound(value: object) -> tuple[float | None, bool]:
@@ -47,6 +49,24 @@ def gpu_count_problems(tensor_parallel_size: int, gpu_count: int, visible_device
     return []
 
 
+def bind_network_problems(network: str, host: str) -> list[str]:
+    """Whether vllm_service_bind_network is an IPv4 network that holds the host's address today."""
+    if not network:
+        return []
+    try:
+        parsed = ipaddress.IPv4Network(str(network), strict=False)
+    except ValueError as error:
+        return [f"vllm_service_bind_network={network!r} is not an IPv4 network ({error})"]
+    try:
+        inside = ipaddress.IPv4Address(str(host)) in parsed
+    except ValueError:
+        inside = True  # a name or no address today: the start resolves the network alone
+    if not inside:
+        return [f"vllm_service_bind_network={network} does not hold vllm_service_host={host}"]
+    return []
+
+
 class FilterModule:
     def filters(self) -> dict:
-        return {"setting_range_problems": setting_range_problems, "gpu_count_problems": gpu_count_problems}
+        return {"setting_range_problems": setting_range_problems, "gpu_count_problems": gpu_count_problems,
+                "bind_network_problems": bind_network_problems}

@@ -15,9 +15,8 @@ from tests.conftest import run
 
 TEMPLATE = "roles/vllm_service/templates/vllm.service.j2"
 EXPOSURE = re.compile(r"Overall exposure level for \S+: (\d+\.\d+) ")
-# What the template needs beyond the role's defaults (set by its vars/ and by other roles).
-FACTS = {"_vllm_service_current": "/opt/vllm-fleet/releases/current",
-         "_vllm_service_env_file": "/etc/vllm-fleet/vllm.env", "vllm_service_served_model_name": "demo"}
+# What the template needs beyond the role's defaults and vars (set by other roles).
+FACTS = {"vllm_service_served_model_name": "demo"}
 MAX_EXPOSURE = 3.0
 
 pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="needs systemd-analyze")
@@ -26,7 +25,7 @@ pytestmark = pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason=
 def render(profile: str, dest: Path) -> str:
     done = run(["ansible", "localhost", "-c", "local", "-m", "ansible.builtin.template",
                 "-a", json.dumps({"src": TEMPLATE, "dest": str(dest)}),
-                "-e", "@roles/vllm_service/defaults/main.yml",
+                "-e", "@roles/vllm_service/defaults/main.yml", "-e", "@roles/vllm_service/vars/main.yml",
                 "-e", json.dumps({**FACTS, "fleet_accelerator": profile})])
     assert done.returncode == 0, done.stdout + done.stderr
     return dest.read_text()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from filter_plugins.setting_ranges import gpu_count_problems, setting_range_problems
+from filter_plugins.setting_ranges import bind_network_problems, gpu_count_problems, setting_range_problems
 
 
 def test_settings_in_range_pass_and_each_bad_one_is_named():
@@ -19,3 +19,13 @@ def test_tensor_parallelism_must_fit_the_visible_gpus():
     assert gpu_count_problems(8, 8) == []
     assert gpu_count_problems(8, 4) == ["tensor_parallel_size=8 needs 8 GPUs, but the host has 4"]
     assert gpu_count_problems(4, 8, "0,1") == ["tensor_parallel_size=4 needs 4 GPUs, but CUDA_VISIBLE_DEVICES=0,1 has 2"]
+
+
+def test_bind_network_must_hold_the_host_address():
+    assert bind_network_problems("10.88.0.0/16", "10.88.0.20") == []
+    assert bind_network_problems("", "10.88.0.20") == []
+    assert bind_network_problems("10.88.0.0/16", "vllm-host-1") == []  # a name: resolved at start
+    assert bind_network_problems("192.168.1.0/24", "10.88.0.20") == [
+        "vllm_service_bind_network=192.168.1.0/24 does not hold vllm_service_host=10.88.0.20"]
+    [problem] = bind_network_problems("10.88.0.0/33", "10.88.0.20")
+    assert problem.startswith("vllm_service_bind_network='10.88.0.0/33' is not an IPv4 network")

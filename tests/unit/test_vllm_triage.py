@@ -357,6 +357,17 @@ def test_errno_99_is_a_bind_address_problem(rules):
     assert "--host" in report.remediation and "model files" not in report.remediation
 
 
+def test_the_launcher_finding_no_address_is_a_bind_address_problem(rules):
+    journal = ("Dec 02 07:01:07 host systemd[1]: Started vllm.service - vLLM OpenAI-compatible server (demo).\n"
+               "Dec 02 07:02:07 host vllm-fleet-serve[73]: vllm-fleet-serve: no address of this host is in "
+               "10.88.0.0/16 after waiting 60 s (it has: 127.0.0.1/8, 10.89.0.4/16); the service binds to an "
+               "address in vllm_service_bind_network, or to vllm_service_host when that is empty\n"
+               "Dec 02 07:02:07 host systemd[1]: vllm.service: Main process exited, code=exited, status=1/FAILURE\n")
+    report = triage(parse_log(journal), rules)
+    assert report.cause_class == "bind_address"
+    assert "no address of this host is in 10.88.0.0/16" in report.root_cause
+
+
 def test_cause_quoted_inside_a_wrapper_is_the_cause(rules):
     text = ("(EngineCore_DP0 pid=1) ERROR 01-01 00:00:00 [core.py:1] RuntimeError: Worker failed with error "
             "'CUDA error: an illegal memory access was encountered', please check the stack trace above for the "
