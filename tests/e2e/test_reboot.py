@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from tests.e2e.conftest import API_KEY, API_PORT, HOST, SSH_PORT, PlayRun, on_host, service_state
-from tools.fleet_testbed import testhost
+from tools import fleet_testbed  # (its testhost() imported by name would be collected as a test)
 
 pytestmark = pytest.mark.slow
 
@@ -64,7 +64,7 @@ def test_reboot_with_a_new_address_serves_again_without_a_playbook(deployed: Pla
     subprocess.run(["podman", "network", "disconnect", "podman", HOST], check=True, capture_output=True)
     subprocess.run(["podman", "network", "connect", "--ip", new_address, "podman", HOST], check=True,
                    capture_output=True)
-    testhost("up", HOST, str(SSH_PORT), str(API_PORT))  # starts it again and waits for boot and SSH
+    fleet_testbed.testhost("up", HOST, str(SSH_PORT), str(API_PORT))  # starts it again and waits for boot and SSH
     seconds = wait_until_served(SERVE_TIMEOUT)
     print(f"\n[reboot] {before.ip} -> {new_address}: serving again {seconds:.0f} s after boot")
 
