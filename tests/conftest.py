@@ -74,3 +74,16 @@ def changed_role_tasks(output: str, roles: tuple[str, ...]) -> list[str]:
         elif current and line.startswith("changed:") and current not in changed:
             changed.append(current)
     return changed
+
+
+# Tests that start from the golden image that the e2e first deploy captures: after the others of
+# their lane, so that in a parallel run (tools/run-tests.sh) the image is there when they begin.
+GOLDEN_USERS = ("tests/integration/test_molecule.py", "tests/fleet/")
+
+
+def starts_from_golden_image(nodeid: str) -> bool:
+    return nodeid.startswith(GOLDEN_USERS)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: starts_from_golden_image(item.nodeid))  # stable: the rest keep their order

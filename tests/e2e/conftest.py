@@ -115,7 +115,11 @@ def fresh_host() -> Iterator[None]:
     os.environ["PATH"] = ansible_env()["PATH"]
     testhost("down", HOST)
     shutil.rmtree(RESULTS_DIR, ignore_errors=True)
-    testhost("up", HOST, str(SSH_PORT), str(API_PORT))
+    try:
+        testhost("up", HOST, str(SSH_PORT), str(API_PORT))
+    except BaseException:
+        golden.capture_settled()  # no first deploy will capture the golden image
+        raise
     yield
     testhost("down", HOST)
 
@@ -124,12 +128,15 @@ def fresh_host() -> Iterator[None]:
 # the fleet start from (tests/harness/golden.py).
 @pytest.fixture(scope="package")
 def first_run(tmp_path_factory) -> PlayRun:
-    run = run_playbook(tmp_path_factory.mktemp("run1"))
-    if run.rc == 0:
-        try:
-            golden.capture(HOST)
-        except (RuntimeError, OSError) as error:  # later users build it from a bare host instead
-            warnings.warn(f"golden image not captured from {HOST}: {error}", stacklevel=1)
+    try:
+        run = run_playbook(tmp_path_factory.mktemp("run1"))
+        if run.rc == 0:
+            try:
+                golden.capture(HOST)
+            except (RuntimeError, OSError) as error:  # later users build it from a bare host instead
+                warnings.warn(f"golden image not captured from {HOST}: {error}", stacklevel=1)
+    finally:
+        golden.capture_settled()
     return run
 
 

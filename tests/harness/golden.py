@@ -37,6 +37,11 @@ KEY_INPUTS = ["roles/python_env", "roles/model", "library/model_fetch.py", "libr
 # The roles the image holds the result of; a run on a golden host must report none of them changed.
 CONVERGED_ROLES = ("python_env", "model")
 BUILD_HOST = "vllm-fleet-golden-build"
+# While this file names a live process (tools/run-tests.sh writes the e2e lane's pytest), that
+# lane's first deploy is about to capture the image: ensure() waits for it instead of converging
+# a second host from scratch on the same two cores. The first deploy removes it when done.
+PENDING = RECORDS / "capture-pending"
+PENDING_WAIT_SECONDS = 2700
 
 # What vllm_service made (unit, env files with the API key, releases, the service user's home and
 # caches), the SSH host keys and the controller's key: left out of the export that becomes the
@@ -172,9 +177,30 @@ def _write_record(image: str, host: str, seconds: float) -> None:
     (RECORDS / f"{image.rsplit(':', 1)[1]}.json").write_text(json.dumps(record, indent=2) + "\n")
 
 
+def capture_pending() -> bool:
+    try:
+        pid = int(PENDING.read_text().strip())
+    except (OSError, ValueError):
+        return False
+    return Path(f"/proc/{pid}").is_dir()
+
+
+def wait_while_capture_pending(timeout: float = PENDING_WAIT_SECONDS, poll: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while capture_pending() and time.monotonic() < deadline:
+        time.sleep(poll)
+
+
+def capture_settled() -> None:
+    """The first deploy captured the image or could not: nobody needs to wait for it any more."""
+    PENDING.unlink(missing_ok=True)
+
+
 def ensure() -> str:
     """The golden image for this checkout; built from a bare test host when missing (the e2e run
-    captures it first when it runs in the same session)."""
+    captures it first when it runs in the same session, in this process or in another lane)."""
+    # The key is computed after the wait: it hashes the wheelhouse, which that deploy downloads.
+    wait_while_capture_pending()
     image = image_name()
     if exists(image):
         return image

@@ -2,7 +2,10 @@
 inside the tests by kind (wheelhouse, venv, vLLM starts, verify benchmarks), the time per test
 area and the slowest tests (pytest's JUnit XML).
 
-    python -m tests.harness.phases [--phases FILE] [--junit FILE] [--tasks FILE] [--markdown]
+    python -m tests.harness.phases [--phases FILE] [--junit FILE ...] [--tasks FILE] [--markdown]
+
+The JUnit files default to every .cache/timings/junit-*.xml (tools/run-tests.sh writes one per
+lane); with two lanes side by side, the areas' seconds add up to more than the wall time.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from pathlib import Path
 from tests.harness.timings import REPO_ROOT, TASKS_FILE
 
 PHASES_FILE = REPO_ROOT / ".cache" / "timings" / "ci-phases.tsv"
-JUNIT_FILE = REPO_ROOT / ".cache" / "timings" / "junit.xml"
+TIMINGS_DIR = REPO_ROOT / ".cache" / "timings"
 # Playbook tasks by the kind of work they are (task names as the roles spell them).
 TASK_KINDS = {
     "Download the wheels": "wheelhouse download (controller)",
@@ -54,11 +57,13 @@ def read_phases(path: Path) -> list[Row]:
     return list(rows.values())
 
 
-def read_tests(path: Path) -> list[tuple[str, float]]:
-    if not path.exists():
-        return []
-    cases = ElementTree.parse(path).getroot().iter("testcase")
-    return [(f"{case.get('classname')}::{case.get('name')}", float(case.get("time", 0))) for case in cases]
+def read_tests(*paths: Path) -> list[tuple[str, float]]:
+    tests = []
+    for path in paths:
+        if path.exists():
+            cases = ElementTree.parse(path).getroot().iter("testcase")
+            tests += [(f"{case.get('classname')}::{case.get('name')}", float(case.get("time", 0))) for case in cases]
+    return tests
 
 
 def by_area(tests: list[tuple[str, float]]) -> list[Row]:
@@ -104,12 +109,12 @@ def table(title: str, rows: list[Row], markdown: bool, unit: str = "n") -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--phases", type=Path, default=PHASES_FILE)
-    parser.add_argument("--junit", type=Path, default=JUNIT_FILE)
+    parser.add_argument("--junit", type=Path, nargs="+", default=sorted(TIMINGS_DIR.glob("junit-*.xml")))
     parser.add_argument("--tasks", type=Path, default=TASKS_FILE)
     parser.add_argument("--slowest", type=int, default=15)
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
-    phases, tests = read_phases(args.phases), read_tests(args.junit)
+    phases, tests = read_phases(args.phases), read_tests(*args.junit)
     total = sum(row.seconds for row in phases)
     if phases:
         phases.append(Row("total", total))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import threading
+import time
 from pathlib import Path
 
-from tests.conftest import changed_role_tasks
+from tests.conftest import changed_role_tasks, starts_from_golden_image
 from tests.harness import golden, phases, timings
 
 
@@ -69,3 +73,37 @@ def test_golden_key_changes_with_an_input(tmp_path: Path, monkeypatch):
     assert first == golden.key() and len(first) == 16
     monkeypatch.setattr(golden, "KEY_INPUTS", [*golden.KEY_INPUTS, "README.md"])
     assert golden.key() != first
+
+
+def test_a_capture_is_pending_only_while_the_named_process_lives(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(golden, "PENDING", tmp_path / "capture-pending")
+    assert not golden.capture_pending()
+    golden.PENDING.write_text(f"{os.getpid()}\n")
+    assert golden.capture_pending()
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    golden.PENDING.write_text(str(finished.pid))
+    assert not golden.capture_pending()
+    golden.PENDING.write_text("not a pid")
+    assert not golden.capture_pending()
+
+
+def test_the_wait_for_a_pending_capture_ends_when_it_settles(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr(golden, "PENDING", tmp_path / "capture-pending")
+    golden.PENDING.write_text(str(os.getpid()))
+    threading.Timer(0.3, golden.capture_settled).start()
+    started = time.monotonic()
+    golden.wait_while_capture_pending(timeout=30, poll=0.05)
+    assert 0.25 < time.monotonic() - started < 5 and not golden.PENDING.exists()
+    golden.PENDING.write_text(str(os.getpid()))  # never settled: the wait gives up at its timeout
+    started = time.monotonic()
+    golden.wait_while_capture_pending(timeout=0.2, poll=0.05)
+    assert time.monotonic() - started < 5
+
+
+def test_golden_image_users_run_after_the_rest_of_their_lane():
+    ids = ["tests/fleet/test_rolling.py::test_a", "tests/integration/test_lint.py::test_b",
+           "tests/integration/test_molecule.py::test_c", "tests/unit/test_x.py::test_d", "tests/e2e/test_site.py::e"]
+    assert sorted(ids, key=starts_from_golden_image) == [
+        "tests/integration/test_lint.py::test_b", "tests/unit/test_x.py::test_d", "tests/e2e/test_site.py::e",
+        "tests/fleet/test_rolling.py::test_a", "tests/integration/test_molecule.py::test_c"]
