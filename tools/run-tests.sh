@@ -57,7 +57,7 @@ elif [[ ${1:-} == --quick ]]; then
 elif [[ $# -eq 0 && ${VLLM_FLEET_TEST_LANES:-2} == 2 ]]; then
   # The e2e host's tests, one after the other; and everything else, whose golden-image users
   # (ordered last in their lane, tests/conftest.py) wait for the e2e first deploy's capture.
-  LANE1=(tests/e2e) LANE2=(tests/unit tests/integration tests/fleet)
+  LANE1=(tests/e2e) LANE2=(tests/unit tests/integration tests/glm5 tests/fleet)
   PENDING=.cache/golden/capture-pending two_lanes hosts rest || status=$?
 else
   lane main "$@" || status=$?
