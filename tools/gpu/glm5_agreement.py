@@ -164,7 +164,8 @@ def compare_one(model, gen: dict, label: str, weights: list[str], floors: dict) 
     per_seq, margins, disagreements, lp_err, prefill_err = [], [], [], [], []
     prefill_agree = prefill_total = 0
     prefill_margins: list[tuple[float, float, bool]] = []
-    floor_rows = {name: {"agree_with_fp32": 0, "agree_with_server": 0, "positions": 0, "margins": []}
+    floor_rows = {name: {"agree_with_fp32": 0, "agree_with_server": 0, "positions": 0, "margins": [],
+                         "server_disagreements": 0, "floor_also_disagrees": 0, "floor_picks_server_token": 0}
                   for name in floors}
     for si, seq in enumerate(gen["sequences"]):
         prompt, ids = seq["prompt_ids"], seq["generated_ids"]
@@ -201,12 +202,24 @@ def compare_one(model, gen: dict, label: str, weights: list[str], floors: dict) 
         agree += same
         total += len(ids)
         for name, (fmodel, device) in floors.items():
-            flog = fmodel(full.to(device)).logits[0].float().cpu()
-            fpred = flog[len(prompt) - 1: len(prompt) - 1 + len(ids)].argmax(-1).tolist()
             row = floor_rows[name]
+            if "error" in row:
+                continue
+            try:
+                flog = fmodel(full.to(device)).logits[0].float().cpu()
+            except Exception as err:  # a floor is an extra: keep the rest
+                row["error"] = f"{type(err).__name__}: {str(err)[:300]}"
+                continue
+            fpred = flog[len(prompt) - 1: len(prompt) - 1 + len(ids)].argmax(-1).tolist()
             row["positions"] += len(ids)
             row["agree_with_fp32"] += sum(int(x == y) for x, y in zip(fpred, predicted))
             row["agree_with_server"] += sum(int(x == y) for x, y in zip(fpred, ids))
+            # where the server left transformers' float32 top-1: did the floor model leave it too?
+            wrong = [(x, y) for x, y, z in zip(fpred, ids, predicted) if y != z]
+            row["server_disagreements"] += len(wrong)
+            row["floor_also_disagrees"] += sum(int(x != z) for (x, _), z in
+                                               zip(wrong, [z for y, z in zip(ids, predicted) if y != z]))
+            row["floor_picks_server_token"] += sum(int(x == y) for x, y in wrong)
             row["margins"] += [(l1 - l2, abs(l1), x == y) for (l1, l2), x, y in zip(top2.tolist(), fpred, predicted)]
     result = {"label": label, "server_model": gen["model"], "base_url": gen.get("base_url"),
               "weights": [os.path.basename(w) for w in weights],
@@ -225,7 +238,9 @@ def compare_one(model, gen: dict, label: str, weights: list[str], floors: dict) 
             "positions": n, "agree_with_fp32": row["agree_with_fp32"],
             "top1_agreement_with_fp32": round(row["agree_with_fp32"] / n, 4) if n else None,
             "top1_agreement_with_server": round(row["agree_with_server"] / n, 4) if n else None,
-            "by_margin": by_margin(row["margins"])}
+            "at_server_disagreements": {k: row[k] for k in ("server_disagreements", "floor_also_disagrees",
+                                                            "floor_picks_server_token")},
+            "by_margin": by_margin(row["margins"]), **({"error": row["error"]} if "error" in row else {})}
     return result
 
 
