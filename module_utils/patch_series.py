@@ -224,3 +224,127 @@ def record(site_packages: Path, state: dict, series: Series) -> None:
     state[series.distribution] = {"version": series.version, "series_id": series.series_id,
                                   "patches": series.patches}
     write_state(site_packages, state)
+
+
+# A venv per (pinned packages + patch series): the pinned venv stays as pip installed it, and each
+# set of series gets its own hard-linked clone, patched there. A release links the venv it runs, so
+# rolling back to a release restores the code it ran, byte for byte.
+ENV_MARK = "vllm-fleet-env.json"
+STAGING_SUFFIX = ".staging"
+
+
+@dataclass
+class PatchedEnv:
+    env: str
+    changed: bool
+    action: str  # "pinned venv", "built", "present", "would build", "pinned venv restored"
+    series_ids: list[str] = field(default_factory=list)
+    results: list[dict] = field(default_factory=list)
+    not_installed: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def site_packages_of(env: Path) -> Path:
+    found = sorted(env.glob("lib/python3*/site-packages"))
+    if len(found) != 1:
+        raise PatchError(f"{env} is not a venv with one site-packages (found {len(found)})")
+    return found[0]
+
+
+def series_for(site_packages: Path, series_root: Path, distributions: list[str]) -> tuple[list[Series], list[str]]:
+    """The series the installed versions need, and the distributions not installed."""
+    wanted, missing = [], []
+    for distribution in distributions:
+        version = installed_version(site_packages, distribution)
+        if version is None:
+            missing.append(distribution)
+        else:
+            wanted.append(load_series(series_root, distribution, version))
+    return wanted, missing
+
+
+def link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or one without hard links
+        shutil.copy2(source, target)
+
+
+def clone_env(base: Path, target: Path, final: Path) -> None:
+    """A copy of the venv at `target` made of hard links (patching replaces files, never writes
+    into them), its scripts pointed at `final`, where it will be renamed."""
+    shutil.copytree(base, target, symlinks=True, copy_function=link_or_copy)
+    old, new = str(base).encode(), str(final).encode()
+    for script in (target / "bin").iterdir():
+        if script.is_symlink() or not script.is_file() or script.stat().st_size > 1 << 20:
+            continue
+        data = script.read_bytes()
+        if old in data:
+            atomic_write(script, data.replace(old, new), script.stat().st_mode & 0o777)
+
+
+def read_mark(env: Path) -> dict:
+    try:
+        return json.loads((env / ENV_MARK).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def restore_pinned(site_packages: Path, check_mode: bool) -> bool:
+    """Take out series an earlier toolkit version applied to the pinned venv in place."""
+    state = read_state(site_packages)
+    if not state:
+        return False
+    if check_mode:
+        return True
+    for distribution in sorted(state):
+        series = recorded_series(state, distribution)
+        if series and is_applied(site_packages, series):
+            files = series.touched_files()
+            with tempfile.TemporaryDirectory() as tmp:
+                patched_copy(site_packages, files, series.patches, [], Path(tmp))
+                install_files(site_packages, Path(tmp), files)
+    (site_packages / STATE_FILE).unlink()
+    return True
+
+
+def patched_env(base: Path, clone: Path, series_root: Path, distributions: list[str],
+                 check_mode: bool = False) -> PatchedEnv:
+    """The venv to run: the pinned one when no installed distribution has a series to apply, else
+    `clone` (named by the caller after the series set), a clone of it with the series applied,
+    built beside it under a staging name and renamed when complete, so an interrupted build is
+    started over and never run."""
+    if not base.is_dir():
+        if check_mode and distributions:
+            return PatchedEnv(str(clone), True, "would build (the pinned venv is not installed yet)")
+        if check_mode:
+            return PatchedEnv(str(base), False, "pinned venv (not installed yet)")
+        raise PatchError(f"the pinned venv {base} does not exist")
+    pinned_site = site_packages_of(base)
+    restored = restore_pinned(pinned_site, check_mode)
+    series, missing = series_for(pinned_site, series_root, distributions)
+    if not series:
+        return PatchedEnv(str(base), restored, "pinned venv restored" if restored else "pinned venv",
+                          not_installed=missing)
+    target = clone
+    ids = [s.series_id for s in series]
+    result = PatchedEnv(str(target), False, "present", ids, not_installed=missing)
+    if read_mark(target).get("series_ids") == ids:
+        return result
+    result.changed = True
+    if check_mode:
+        result.action = "would build"
+        return result
+    staging = target.with_name(target.name + STAGING_SUFFIX)
+    shutil.rmtree(staging, ignore_errors=True)
+    clone_env(base, staging, target)
+    site = site_packages_of(staging)
+    result.results = [apply_series(site, series_root, s.distribution).as_dict() for s in series]
+    atomic_write(staging / ENV_MARK, json.dumps({"base": str(base), "series_ids": ids}, indent=1).encode())
+    if target.exists():  # a clone left without its mark (made by hand, or damaged): replaced whole
+        shutil.rmtree(target)
+    os.rename(staging, target)
+    result.action = "built"
+    return result

@@ -78,7 +78,7 @@ def changed_role_tasks(output: str, roles: tuple[str, ...]) -> list[str]:
 
 # Tests that start from the golden image that the e2e first deploy captures: after the others of
 # their lane, so that in a parallel run (tools/run-tests.sh) the image is there when they begin.
-GOLDEN_USERS = ("tests/integration/test_molecule.py", "tests/fleet/")
+GOLDEN_USERS = ("tests/integration/test_molecule.py", "tests/glm5/", "tests/fleet/")
 
 
 def starts_from_golden_image(nodeid: str) -> bool:

@@ -1,6 +1,7 @@
-"""A reboot that gives the host another address: the service comes back on its own, bound to the
+"""The service comes back on its own. A reboot that gives the host another address: bound to the
 address the host has now, with no playbook run and no failed start. (Bound to the address of the
 deploy, vLLM exits with `[Errno 99] Cannot assign requested address` until systemd gives up.)
+A start failure that passes: retried with a growing back-off, never left `failed`.
 The e2e tests after this module run on the renumbered host; test_site's second run then proves
 that site.yml has nothing to change there."""
 
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import subprocess
 import time
 import urllib.request
@@ -76,3 +78,31 @@ def test_reboot_with_a_new_address_serves_again_without_a_playbook(deployed: Pla
     journal = on_host("journalctl -u vllm --no-pager")
     assert f"vllm-fleet-serve: --host {new_address} (the address of this host in {before.network})" in journal
     assert "Cannot assign requested address" not in journal
+
+
+def test_a_transient_start_failure_backs_off_and_heals_without_an_operator(deployed: PlayRun):
+    """The release's venv goes missing for a while (as under a mount that comes up late) and vLLM
+    crashes: systemd keeps restarting, the launcher waits longer after each failed start, the unit
+    never ends `failed` (a start limit of 3 would have ended it), and once the venv is back the
+    service serves again with no playbook run."""
+    release = on_host("readlink -f /opt/vllm-fleet/releases/current")
+    restarts_before = int(on_host("systemctl show vllm --property=NRestarts --value"))
+    on_host(f"mv {release}/venv {release}/venv.away")
+    try:
+        on_host("systemctl kill --signal=SIGKILL vllm")
+        failed_starts = on_host(
+            "for _ in $(seq 120); do n=$(systemctl show vllm --property=NRestarts --value); "
+            f"[ $((n - {restarts_before})) -ge 4 ] && break; "
+            "[ \"$(systemctl show vllm --property=ActiveState --value)\" = failed ] && break; sleep 0.5; done; "
+            f"echo $((n - {restarts_before}))")
+        state = on_host("systemctl show vllm --property=ActiveState,SubState,Result")
+    finally:
+        on_host(f"mv {release}/venv.away {release}/venv")
+    journal = on_host("journalctl -u vllm --no-pager -n 200")
+    print(f"\n[transient failure] {failed_starts} failed starts in a row, then: {state.split()}")
+    assert int(failed_starts) >= 4 and "ActiveState=failed" not in state, journal[-3000:]
+    waits = [float(wait) for wait in re.findall(r"waiting ([0-9.]+) s more before starting \(back-off\)", journal)]
+    assert len(waits) >= 2 and waits == sorted(waits) and waits[-1] > waits[0], journal[-3000:]
+    seconds = wait_until_served(SERVE_TIMEOUT)
+    print(f"[transient failure] back-off waits {waits}; serving again {seconds:.0f} s after the venv came back")
+    assert on_host("readlink -f /opt/vllm-fleet/releases/current") == release

@@ -29,9 +29,9 @@ def test_molecule_python_env_scenario():
 def test_molecule_vllm_scenario():
     output = golden_scenario("vllm")
     # converge patched the venv; idempotence (checked by molecule) found nothing more to do
-    assert "TASK [vllm : Patch the installed packages]" in output
+    assert "TASK [vllm : Patch the installed packages in a clone of the pinned venv]" in output
     assert changed_role_tasks(output, ("vllm",)) == ["vllm : Copy the patch series to the host",
-                                                      "vllm : Patch the installed packages"]
+                                                      "vllm : Patch the installed packages in a clone of the pinned venv"]
 
 
 @pytest.mark.slow

@@ -12,6 +12,12 @@
 #   restash        a fresh machine: stash without the checks (then `SKIP_CHECKS=1 ... kit N`)
 #   inv            the float16 gap: eager float16 (TRITON_MLA, FLASH_ATTN_MLA) and eager bfloat16 units
 #   big            the deeper GLM-5-shaped units (cuda profile vs vLLM defaults): start times, benchmark
+#   cause          the second run (units: render-units.sh OUT v033b, FlashInfer sampler off): the float16
+#                  gap, one change per unit (eager, FLASH_ATTN_MLA, both, model runner V1, router dtype
+#                  of the model instead of float32 in a third site copy), bfloat16, and sparse DSA
+#                  (plugin patch 0009) vs forced dense MLA on the GGUF with indexer tensors; greedy
+#                  decode plus the same sequences teacher-forced through prefill, top-5 logprobs;
+#                  then transformers float32 (and float16/bfloat16 on the GPU: the precision floor)
 # Every server runs through tools/gpu/run_unit.py (the rendered ExecStart and EnvironmentFile) with
 # setsid, and is stopped by its process group before the call ends.
 set -uo pipefail
@@ -25,8 +31,11 @@ pack() { tar -C "$HOME" -czf "$OUT/$1.tgz" logs results 2>/dev/null; }
 
 start_unit() {  # name site
   local n=$1 site=$2
+  # the unit's ExecStart is the role's launcher (vllm-fleet-serve = module_utils/serve_launcher.py),
+  # which execs the venv's python (here the image's, with the kit on PYTHONPATH)
   setsid python3 "$G/tools/gpu/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/release.env" \
-    --env-file "$G/units/$n/vllm.env" --python python3 --set PYTHONPATH="$site" > "$L/$n.log" 2>&1 < /dev/null &
+    --env-file "$G/units/$n/vllm.env" --python "$(command -v python3)" --launcher "$G/module_utils/serve_launcher.py" \
+    --set PYTHONPATH="$site" > "$L/$n.log" 2>&1 < /dev/null &
   echo $! > "$L/$n.pid"; echo "$(date +%s)" > "$L/$n.t0"; stamp "started $n (pid $!, PYTHONPATH=$site)"
 }
 port_of() { grep -o -- '--port [0-9]*' "$G/units/$1/release.env" | cut -d' ' -f2; }
@@ -89,6 +98,16 @@ stash)
   echo "LD_LIBRARY_PATH(image)=${LD_LIBRARY_PATH#*cudnn/lib}"; df -h "$HOME" | tail -1; nproc; free -g | head -2
   python3 -c "import sys, numpy, numba, cuda.bindings; print(sys.version.split()[0], 'numpy', numpy.__version__, 'numba', numba.__version__, 'cuda-bindings', cuda.bindings.__version__)" 2>&1 | tail -1
   kit_step 1
+  # with the image's torch + transformers (gguf-py from .gpu033/pylib): a self-test of the compare
+  # code, and transformers' own float16/bfloat16 floor on the sequences of the last run's servers
+  # (docs/gpu-results/v033/gen-*.json, same generator, same file), while the kit is on its way
+  if [ -d "$G/pylib" ]; then
+    mkdir -p "$R/prev" && cp docs/gpu-results/v033/gen-t-f16.json docs/gpu-results/v033/gen-t-bf16.json "$R/prev/" 2>/dev/null
+    ( cd "$G/t192" && PYTHONPATH=$G/pylib timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare "$G/test/gen-mock.json" \
+        "$R"/prev/gen-t-*.json --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --out-dir "$R/prev" \
+        --floor-dtypes float16 bfloat16 ) 2>&1 | tail -6 | cut -c1-700
+    pack stash
+  fi
   ;;
 kit)
   kit_step "$1"
@@ -182,6 +201,60 @@ for d in ('vllm', 'vllm-gguf-plugin'): print(apply_series(Path(os.path.expanduse
     pack inv
   done
   cd - >/dev/null
+  ;;
+cause)
+  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  rm -rf ~/site-p ~/site-r && cp -al ~/site ~/site-p
+  PYTHONPATH=$G python3 -c "
+import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
+for d in ('vllm', 'vllm-gguf-plugin'):
+    r = apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()
+    print('site-p', json.dumps({k: r[k] for k in ('distribution', 'version', 'series_id', 'action')}))
+" 2>&1 | tee "$R/patch.txt"
+  # site-r: site-p with vLLM's forced float32 router for glm_moe_dsa removed (router in the model's
+  # dtype). A diagnostic copy only; written as a new file, since the copies share inodes.
+  cp -al ~/site-p ~/site-r && python3 - <<'PY' 2>&1 | tee "$R/router-edit.txt"
+import os
+p = os.path.expanduser("~/site-r/vllm/model_executor/models/deepseek_v2.py")
+s = open(p).read()
+old = """    if getattr(config, "model_type", None) == "glm_moe_dsa":
+        # Older GLM-5/5.2 configs require fp32 routing but do not expose
+        # moe_router_dtype yet.
+        return torch.float32
+"""
+print("router edit:", "applied" if old in s else "NOT FOUND")
+open(p + ".new", "w").write(s.replace(old, ""))
+os.replace(p + ".new", p)
+PY
+  stamp "sites ready"
+  units=${UNITS:-u-f16 u-f16-eager u-f16-fa u-f16-fa-eager u-f16-v1 u-f16-r16 u-bf16 u-dense-idx u-sparse}
+  for n in $units; do case $n in u-f16-r16) start_unit $n ~/site-r;; *) start_unit $n ~/site-p;; esac; done
+  deadline=$(( t0 + ${CAUSE_WAIT:-340} ))
+  for n in $units; do
+    case $n in u-sparse|u-dense-idx) T=$G/t192i;; *) T=$G/t192;; esac
+    if wait_ready $n "$deadline"; then
+      PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+        --model glm-5 --ref "$T" --tokens 128 --top-logprobs 5 --prefill --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
+    else cause $n 10 | tee "$R/cause-$n.txt"; fi
+    startup_lines $n > "$R/startup-$n.txt"
+    grep -E "Using .*backend|dense MLA|DSA|model runner|ModelRunner|FlashInfer|flashinfer" "$L/$n.log" | cut -c1-220 | sort -u | head -8
+  done
+  pack cause
+  stop_all
+  cd "$G/t192"
+  gens=$(ls "$R"/gen-u-f16*.json "$R"/gen-u-bf16.json 2>/dev/null)
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 200 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+    --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --out-dir "$R" --floor-dtypes float16 bfloat16 2>&1 | cut -c1-900
+  pack cause
+  cd "$G/t192i"
+  gens=$(ls "$R"/gen-u-sparse.json "$R"/gen-u-dense-idx.json 2>/dev/null)
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+    --ref "$G/t192i" --weights tiny-glm5-Q8_0-idx.gguf --out-dir "$R" --floor-dtypes bfloat16 2>&1 | cut -c1-900
+  cd - >/dev/null
+  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+    same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
+    --out "$R/same-sparse-dense.json" | cut -c1-600
+  pack cause
   ;;
 big)
   units=${UNITS:-b-tuned b-default}

@@ -2,14 +2,18 @@
 # Renders, with tools/gpu/render-unit.yml, the units the GPU acceptance run starts, into OUT/<name>/.
 # Each is the cuda profile of inventory/example-blackwell with only the device-specific values
 # (model path, port, GPU share, TP size) and the one setting under test changed.
-# usage: render-units.sh OUT [single|x2|v033|tp N]
+# usage: render-units.sh OUT [single|x2|v033|v033b|tp N]
 #   v033: the vllm 0.33.0 acceptance set (issue 21): tiny GLM-5 without indexer (bf16, float16; the
 #         unpatched runs use the same renders with another PYTHONPATH), tiny GLM-5 with indexer
 #         (sparse DSA vs forced dense), the deeper GLM-5-shaped Q4_K model (cuda profile vs defaults)
+#   v033b: the second vllm 0.33.0 run (the float16 gap): every unit with VLLM_USE_FLASHINFER_SAMPLER=0
+#         (vLLM's own sampler: no FlashInfer JIT build at the first start); float16 with the cuda
+#         profile and one change each (eager, FLASH_ATTN_MLA, both, model runner V1, a second copy
+#         for a site whose router dtype is edited on the device), bfloat16, and the indexer pair
 #   tp N: the cuda-profile render of that deeper model at tensor parallel size N (2 or 8)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:?usage: render-units.sh OUT [single|x2|v033|tp N]}; set_=${2:-single}; tp=${3:-2}
+out=${1:?usage: render-units.sh OUT [single|x2|v033|v033b|tp N]}; set_=${2:-single}; tp=${3:-2}
 G=/root/gpu; B=/root/big
 render() {  # name port model tokenizer [-e k=v ...]
   local name=$1 port=$2 model=$3 tok=$4; shift 4
@@ -54,6 +58,29 @@ elif [ "$set_" = v033 ]; then
         -e "{\"vllm_service_extra_args\": [$kv]}")
   render b-tuned 8201 $D $B "${deep[@]}"
   render b-default 8203 $D $B "${deep[@]}" "${defaults[@]}"
+elif [ "$set_" = v033b ]; then
+  T=$G/t192; I=$G/t192i
+  nofi='"VLLM_USE_FLASHINFER_SAMPLER": "0"'
+  kvb='"--kv-cache-memory-bytes", "1073741824"'
+  small=(-e vllm_service_max_model_len=4096 -e vllm_service_tensor_parallel_size=1 -e vllm_service_gpu_memory_utilization=0.04)
+  env0=(-e "{\"vllm_service_extra_env\": {$nofi}}")
+  kv0=(-e "{\"vllm_service_extra_args\": [$kvb]}")
+  eager=(-e "{\"vllm_service_extra_args\": [$kvb, \"--enforce-eager\"]}")
+  f16=(-e vllm_service_dtype=float16)
+  render u-f16 8111 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${f16[@]}" "${env0[@]}" "${kv0[@]}"
+  render u-f16-eager 8112 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${f16[@]}" "${env0[@]}" "${eager[@]}"
+  render u-f16-fa 8113 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${f16[@]}" "${env0[@]}" "${kv0[@]}" \
+    -e vllm_service_attention_backend=FLASH_ATTN_MLA
+  render u-f16-fa-eager 8114 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${f16[@]}" "${env0[@]}" "${eager[@]}" \
+    -e vllm_service_attention_backend=FLASH_ATTN_MLA
+  render u-f16-v1 8115 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${f16[@]}" "${kv0[@]}" \
+    -e "{\"vllm_service_extra_env\": {$nofi, \"VLLM_USE_V2_MODEL_RUNNER\": \"0\"}}"
+  render u-f16-r16 8116 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${f16[@]}" "${env0[@]}" "${kv0[@]}"
+  render u-bf16 8117 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${env0[@]}" "${kv0[@]}"
+  render u-sparse 8118 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${small[@]}" "${env0[@]}" "${kv0[@]}" \
+    -e vllm_service_attention_backend= -e vllm_service_dsa_attention=sparse
+  render u-dense-idx 8119 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${small[@]}" "${env0[@]}" "${kv0[@]}" \
+    -e vllm_service_dsa_attention=dense
 elif [ "$set_" = tp ]; then
   render "tp$tp" $((8300 + tp)) $B/glm5-shaped-Q4_K.gguf $B -e vllm_service_tensor_parallel_size="$tp" \
     -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.85 -e "{\"vllm_service_extra_args\": [$kv]}"

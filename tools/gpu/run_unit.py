@@ -5,10 +5,18 @@ For machines without systemd as PID 1 (the GPU test machines): what runs there i
 what the vllm_service role rendered. The environment file is read with systemd's rules
 (KEY=VALUE lines, '#'/';' comments, single or double quotes), ExecStart's continuation
 lines are joined, "$NAME" words are split into several arguments and "${NAME}" is kept as
-one, as systemd does. The first word (the venv's python) can be replaced with --python,
-and --set KEY=VALUE adds to or overrides the environment (e.g. PYTHONPATH of a kit).
+one, as systemd does. The unit's Environment= lines are read too (%t, systemd's runtime
+directory, becomes /run); the EnvironmentFile values win over them, as in systemd.
+The venv's python can be replaced with --python, and --set KEY=VALUE adds to or overrides the
+environment (e.g. PYTHONPATH of a kit).
 
-usage: run_unit.py UNIT [--env-file FILE] [--python python3] [--set K=V ...] [--dry-run]
+Where ExecStart starts with the role's launcher (vllm-fleet-serve PYTHON -m vllm...), --python
+replaces the word after it, and --launcher FILE runs the launcher from FILE (the checkout's
+module_utils/serve_launcher.py, which the role installs as vllm-fleet-serve) with this
+interpreter: the launcher then resolves --host and execs vLLM, as on a host. The launcher
+execs its command without a PATH search, so --python should be an absolute path there.
+
+usage: run_unit.py UNIT [--env-file FILE] [--python python3] [--launcher FILE] [--set K=V ...] [--dry-run]
 """
 from __future__ import annotations
 
@@ -63,6 +71,26 @@ def unit_env_files(text: str) -> list[str]:
     return files
 
 
+def unit_environment(text: str) -> dict[str, str]:
+    """The Environment= assignments of [Service] (KEY=VALUE words, quotes as systemd takes them)."""
+    env: dict[str, str] = {}
+    current = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("[") and line.endswith("]"):
+            current = line[1:-1]
+        elif current == "Service" and line.startswith("Environment="):
+            for word in shlex.split(line.partition("=")[2]):
+                key, sep, value = word.partition("=")
+                if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+                    raise UnitError(f"Environment= word is not KEY=VALUE: {word!r}")
+                env[key] = value.replace("%t", "/run").replace("%%", "%")
+    return env
+
+
+LAUNCHER = "vllm-fleet-serve"
+
+
 def parse_env_file(text: str) -> dict[str, str]:
     """KEY=VALUE lines as systemd reads an EnvironmentFile."""
     env: dict[str, str] = {}
@@ -95,14 +123,22 @@ def expand_command(command: str, env: dict[str, str]) -> list[str]:
 
 
 def command_and_env(unit_text: str, env_text: str, python: str | None,
-                    overrides: dict[str, str]) -> tuple[list[str], dict[str, str]]:
+                    overrides: dict[str, str], launcher: str | None = None) -> tuple[list[str], dict[str, str]]:
     service = unit_directives(unit_text)
     if "ExecStart" not in service:
         raise UnitError("the unit has no ExecStart in [Service]")
-    env = parse_env_file(env_text)
+    env = unit_environment(unit_text)
+    env.update(parse_env_file(env_text))
     env.update(overrides)
     argv = expand_command(service["ExecStart"].lstrip("-@:+!"), env)
-    if python:
+    if os.path.basename(argv[0]) == LAUNCHER:
+        if python and len(argv) > 1:
+            argv[1] = python
+        if launcher:
+            argv[:1] = [sys.executable, launcher]
+    elif launcher:
+        raise UnitError(f"--launcher given, but ExecStart does not start with {LAUNCHER}: {argv[0]}")
+    elif python:
         argv[0] = python
     return argv, env
 
@@ -123,6 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env-file", type=Path, action="append", default=[],
                     help="repeatable, read in order (default: the unit's EnvironmentFile lines)")
     ap.add_argument("--python", help="replace ExecStart's first word (the venv's python)")
+    ap.add_argument("--launcher", help=f"run ExecStart's {LAUNCHER} from this file (module_utils/serve_launcher.py)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--dry-run", action="store_true", help="print the command and environment as JSON")
     args = ap.parse_args(argv)
@@ -130,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
         unit_text = args.unit.read_text()
         env_paths = args.env_file or [Path(path.lstrip("-")) for path in unit_env_files(unit_text)]
         env_text = "\n".join(path.read_text() for path in env_paths)
-        command, env = command_and_env(unit_text, env_text, args.python, parse_overrides(args.set))
+        command, env = command_and_env(unit_text, env_text, args.python, parse_overrides(args.set),
+                                       args.launcher)
     except (UnitError, OSError) as err:
         print(f"run_unit: {err}", file=sys.stderr)
         return 2

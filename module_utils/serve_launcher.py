@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Start vLLM on the address the host has now (the vllm unit's ExecStart; standard library only).
+"""Start vLLM on the address the host has now, backing off when it keeps failing to start (the
+vllm unit's ExecStart; standard library only).
 
     vllm-fleet-serve PYTHON -m vllm.entrypoints.openai.api_server ... --host network:10.0.0.0/16 ...
 
@@ -8,17 +9,27 @@ so a reboot, a DHCP renumbering or an interface that comes up late does not leav
 bound to an address the host no longer has. It waits up to FLEET_BIND_WAIT_SECONDS (default 60)
 for such an address, then execs the command (same PID, so systemd's MainPID is vLLM). Any other
 `--host` value is passed through unchanged.
+
+Back-off: systemd restarts a failed vLLM after RestartSec (FLEET_RESTART_SECONDS) and never gives
+up (StartLimitIntervalSec=0), so a failure that passes (a driver not ready at boot, a filesystem
+mounted late) heals on its own. Each start is noted in FLEET_STATE_DIRECTORY (the unit's runtime
+directory, kept across restarts, removed on stop): a start that follows the previous one within
+FLEET_RESTART_HEALTHY_SECONDS continues a streak of failed starts, and the n-th restart of a streak
+waits until min(RestartSec * 2^(n-1), FLEET_RESTART_MAX_SECONDS) have passed since the failure.
+A start after `systemctl stop`/`start` (a deploy's restart) begins with no streak and no wait.
 """
 
 from __future__ import annotations
 
 import fcntl
 import ipaddress
+import json
 import os
 import socket
 import struct
 import sys
 import time
+from pathlib import Path
 from typing import Callable
 
 NETWORK_PREFIX = "network:"
@@ -27,6 +38,10 @@ POLL_SECONDS = 1.0
 SIOCGIFADDR, SIOCGIFNETMASK = 0x8915, 0x891B
 
 AddressReader = Callable[[], list[ipaddress.IPv4Interface]]
+STATE_FILE = "starts.json"
+DEFAULT_RESTART_SECONDS = 10.0
+DEFAULT_MAX_SECONDS = 300.0
+DEFAULT_HEALTHY_SECONDS = 900.0
 
 
 def read_addresses() -> list[ipaddress.IPv4Interface]:
@@ -84,10 +99,46 @@ def resolve_host(argv: list[str], read: AddressReader, wait_seconds: float,
     return resolved
 
 
+def restart_gap(streak: int, restart_seconds: float, max_seconds: float) -> float:
+    """Seconds from the n-th failure of a streak to the next start: RestartSec doubled each time."""
+    return min(restart_seconds * 2 ** (streak - 1), max_seconds) if streak > 0 else 0.0
+
+
+def note_start(state_dir: Path, now: float, healthy_seconds: float) -> int:
+    """Record this start; return how many failed starts in a row came before it."""
+    path = state_dir / STATE_FILE
+    try:
+        previous = json.loads(path.read_text())
+        streak = previous["streak"] + 1 if now - previous["started"] < healthy_seconds else 0
+    except (OSError, ValueError, KeyError, TypeError):
+        streak = 0
+    path.write_text(json.dumps({"started": now, "streak": streak}))
+    return streak
+
+
+def back_off(env: dict[str, str], sleep: Callable[[float], None] = time.sleep,
+             clock: Callable[[], float] = time.time) -> float:
+    """Wait out the back-off of a failing streak; return the seconds waited."""
+    state_dir = env.get("FLEET_STATE_DIRECTORY")
+    if not state_dir or not Path(state_dir).is_dir():
+        return 0.0
+    restart_seconds = float(env.get("FLEET_RESTART_SECONDS", DEFAULT_RESTART_SECONDS))
+    streak = note_start(Path(state_dir), clock(), float(env.get("FLEET_RESTART_HEALTHY_SECONDS",
+                                                                  DEFAULT_HEALTHY_SECONDS)))
+    wait = restart_gap(streak, restart_seconds, float(env.get("FLEET_RESTART_MAX_SECONDS", DEFAULT_MAX_SECONDS)))
+    wait = max(wait - restart_seconds, 0.0)  # systemd already waited RestartSec
+    if wait:
+        print(f"vllm-fleet-serve: start {streak + 1} of a streak of failed starts: waiting {wait:g} s more "
+              "before starting (back-off)", file=sys.stderr, flush=True)
+        sleep(wait)
+    return wait
+
+
 def main(argv: list[str]) -> int:
     if not argv:
         print("usage: vllm-fleet-serve COMMAND [ARG ...]", file=sys.stderr)
         return 2
+    back_off(dict(os.environ))
     wait_seconds = float(os.environ.get("FLEET_BIND_WAIT_SECONDS", DEFAULT_WAIT_SECONDS))
     try:
         command = resolve_host(argv, read_addresses, wait_seconds)
