@@ -18,6 +18,9 @@
 #                  (plugin patch 0009) vs forced dense MLA on the GGUF with indexer tensors; greedy
 #                  decode plus the same sequences teacher-forced through prefill, top-5 logprobs;
 #                  then transformers float32 (and float16/bfloat16 on the GPU: the precision floor)
+#   cause2         a fresh lease after `cause`: sparse DSA vs dense again (plugin patch 0010), and
+#                  glm5_layer_diff.py: vLLM's module outputs against transformers' for one sequence
+#                  of the last run (.gpu033/prev/gen-*.json), float16 and bfloat16, while they start
 # Every server runs through tools/gpu/run_unit.py (the rendered ExecStart and EnvironmentFile) with
 # setsid, and is stopped by its process group before the call ends.
 set -uo pipefail
@@ -31,6 +34,9 @@ pack() { tar -C "$HOME" -czf "$OUT/$1.tgz" logs results 2>/dev/null; }
 
 start_unit() {  # name site
   local n=$1 site=$2
+  # the kit is unpacked, not pip-installed: .pth files do not run from PYTHONPATH, so the path
+  # nvidia-cutlass-dsl's .pth adds (its 'cutlass' package, for the sparse DSA path) is given here
+  [ -d "$site/nvidia_cutlass_dsl/dsl_packages" ] && site=$site:$site/nvidia_cutlass_dsl/dsl_packages
   # the unit's ExecStart is the role's launcher (vllm-fleet-serve = module_utils/serve_launcher.py),
   # which execs the venv's python (here the image's, with the kit on PYTHONPATH)
   setsid python3 "$G/tools/gpu/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/release.env" \
@@ -255,6 +261,96 @@ PY
     same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
     --out "$R/same-sparse-dense.json" | cut -c1-600
   pack cause
+  ;;
+cause2)
+  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  rm -rf ~/site-p && cp -al ~/site ~/site-p
+  PYTHONPATH=$G python3 -c "
+import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
+for d in ('vllm', 'vllm-gguf-plugin'):
+    r = apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()
+    print('site-p', json.dumps({k: r[k] for k in ('distribution', 'version', 'series_id', 'action')}))
+" 2>&1 | tee "$R/patch2.txt"
+  units=${UNITS:-u-dense-idx u-sparse}
+  for n in $units; do start_unit $n ~/site-p; done
+  # meanwhile, in this process group: the module-by-module diff (in-process vLLM, eager)
+  ( cd "$G/t192" && for spec in "float16 gen-u-f16.json" "bfloat16 gen-u-bf16.json"; do set -- $spec
+      [ $(( $(date +%s) - t0 )) -lt ${DIFF_UNTIL:-250} ] || break
+      PYTHONPATH=~/site-p:$G/tools/gpu timeout 150 python3 "$G/tools/gpu/glm5_layer_diff.py" --gguf "$G/t192/tiny-glm5-Q8_0-noidx.gguf" \
+        --hf "$G/t192/hf" --gen "$G/prev/$2" --seq 0 --dtype "$1" --out "$R/layer-diff-$1.json" > "$L/layer-diff-$1.log" 2>&1
+      echo "layer diff $1 rc $?"; grep -v -E "^\(|INFO|WARNING|^\s*$" "$L/layer-diff-$1.log" | tail -40 | cut -c1-200
+    done ) &
+  differ=$!
+  deadline=$(( t0 + ${CAUSE_WAIT:-330} ))
+  for n in $units; do
+    if wait_ready $n "$deadline"; then
+      PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+        --model glm-5 --ref "$G/t192i" --tokens 128 --top-logprobs 5 --prefill --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
+    else cause $n 12 | tee "$R/cause-$n.txt"; fi
+    startup_lines $n > "$R/startup-$n.txt"
+    grep -E "Using .*backend|dense MLA|DSA|sparse|DeepGEMM|deep_gemm|indexer" "$L/$n.log" | cut -c1-220 | sort -u | head -8
+  done
+  pack cause2
+  stop_all
+  wait $differ
+  cd "$G/t192i"
+  gens=$(ls "$R"/gen-u-sparse.json "$R"/gen-u-dense-idx.json 2>/dev/null)
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+    --ref "$G/t192i" --weights tiny-glm5-Q8_0-idx.gguf --out-dir "$R" --floor-dtypes bfloat16 2>&1 | cut -c1-900
+  cd - >/dev/null
+  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+    same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
+    --out "$R/same-sparse-dense.json" | cut -c1-600
+  pack cause2
+  ;;
+cause3)
+  # after cause2: the float16 cause (the plugin's CUDA kernels vs its Triton ones, VLLM_GGUF_USE_CUDA=0)
+  # and sparse DSA with the cutlass DSL on the path
+  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  rm -rf ~/site-p && cp -al ~/site ~/site-p
+  PYTHONPATH=$G python3 -c "
+import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
+for d in ('vllm', 'vllm-gguf-plugin'):
+    r = apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()
+    print('site-p', json.dumps({k: r[k] for k in ('distribution', 'version', 'series_id', 'action')}))
+" 2>&1 | tee "$R/patch3.txt"
+  units=${UNITS:-u-f16-tri u-f16-tri-eager u-bf16-tri u-dense-idx u-sparse}
+  for n in $units; do start_unit $n ~/site-p; done
+  ( PYTHONPATH=~/site-p timeout 100 python3 -c "
+import vllm_gguf_plugin.ops as o
+print('plugin CUDA extension available', o._CUDA_AVAILABLE, 'enabled', o._CUDA_ENABLED, o._C_gguf)
+" 2>&1 | tail -2 | tee "$R/plugin-cuda.txt"
+    cd "$G/t192" && VLLM_GGUF_USE_CUDA=0 PYTHONPATH=~/site-p:$G/tools/gpu timeout 150 python3 "$G/tools/gpu/glm5_layer_diff.py" \
+      --gguf "$G/t192/tiny-glm5-Q8_0-noidx.gguf" --hf "$G/t192/hf" --gen "$G/prev/gen-u-f16.json" --seq 0 --dtype float16 \
+      --out "$R/layer-diff-float16-triton.json" > "$L/layer-diff-float16-triton.log" 2>&1
+    echo "layer diff float16 triton rc $?"; grep -v -E "^\(|INFO|WARNING|^\s*$" "$L/layer-diff-float16-triton.log" | tail -40 | cut -c1-200 ) &
+  differ=$!
+  deadline=$(( t0 + ${CAUSE_WAIT:-300} ))
+  for n in $units; do
+    case $n in u-sparse|u-dense-idx) T=$G/t192i;; *) T=$G/t192;; esac
+    if wait_ready $n "$deadline"; then
+      PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+        --model glm-5 --ref "$T" --tokens 128 --top-logprobs 5 --prefill --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
+    else cause $n 12 | tee "$R/cause-$n.txt"; fi
+    startup_lines $n > "$R/startup-$n.txt"
+  done
+  pack cause3
+  stop_all
+  wait $differ
+  cd "$G/t192"
+  gens=$(ls "$R"/gen-u-*tri*.json 2>/dev/null)
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 150 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+    --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --out-dir "$R" --floor-dtypes float16 bfloat16 2>&1 | grep -v Warn | cut -c1-700
+  pack cause3
+  cd "$G/t192i"
+  gens=$(ls "$R"/gen-u-sparse.json "$R"/gen-u-dense-idx.json 2>/dev/null)
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 100 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+    --ref "$G/t192i" --weights tiny-glm5-Q8_0-idx.gguf --out-dir "$R" --floor-dtypes bfloat16 2>&1 | grep -v Warn | cut -c1-700
+  cd - >/dev/null
+  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+    same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
+    --out "$R/same-sparse-dense.json" | cut -c1-600
+  pack cause3
   ;;
 big)
   units=${UNITS:-b-tuned b-default}

@@ -8,8 +8,11 @@
 # for torch 2.11) and NCCL 2.32.3 (torch 2.14 needs ncclCommResume, which 2.28.9 lacks:
 # "libtorch_cuda.so: undefined symbol: ncclCommResume"; 2.30.7, the version torch declares, is not
 # offered, 2.32.3 is the next one). Optional groups, each starting in a fresh chunk at the end:
-#   cutlass  nvidia-cutlass-dsl 4.8.0 (+ libs base/core/cu13): vllm 0.33.0's CUDA sparse-DSA path
-#            imports it (deepseek_v32 fused_q); dense MLA does not
+#   cutlass  nvidia-cutlass-dsl 4.8.0 (+ libs base/core/cu13) and quack-kernels 0.6.5: vllm 0.33.0's
+#            CUDA sparse-DSA path imports cutlass (deepseek_v32 fused_q), and with cutlass importable
+#            vLLM's CuTe DSL kernels import quack. The kit is unpacked, not pip-installed, so the
+#            .pth of nvidia-cutlass-dsl does not run: device-033.sh puts
+#            SITE/nvidia_cutlass_dsl/dsl_packages on PYTHONPATH itself
 #   cudnn    nvidia-cudnn-cu13 9.24.0.43, the version torch 2.14 was built with (the image has 9.19;
 #            torch refuses an older minor only where cuDNN is used)
 # Dropped: large optional GPU toolchains that serving a GGUF does not import, torchaudio, and
@@ -59,6 +62,10 @@ if "cutlass" in groups:
     for name in ("nvidia-cutlass-dsl", "nvidia-cutlass-dsl-libs-base", "nvidia-cutlass-dsl-libs-core",
                  "nvidia-cutlass-dsl-libs-cu13"):
         print(f"cutlass {name}==4.8.0")
+    # once 'cutlass' imports, vLLM's CuTe DSL kernels run (the low-latency router GEMM in warm-up,
+    # dense too) and import quack (2026-12-02: "No module named 'quack'"); its other needs
+    # (apache-tvm-ffi, torch-c-dlpack-ext, einops) are in the core group or the image
+    print("cutlass quack-kernels==0.6.5")
 if "cudnn" in groups:
     print("cudnn nvidia-cudnn-cu13==9.24.0.43")
 PY

@@ -2,7 +2,7 @@
 # Renders, with tools/gpu/render-unit.yml, the units the GPU acceptance run starts, into OUT/<name>/.
 # Each is the cuda profile of inventory/example-blackwell with only the device-specific values
 # (model path, port, GPU share, TP size) and the one setting under test changed.
-# usage: render-units.sh OUT [single|x2|v033|v033b|tp N]
+# usage: render-units.sh OUT [single|x2|v033|v033b|v033c|tp N]
 #   v033: the vllm 0.33.0 acceptance set (issue 21): tiny GLM-5 without indexer (bf16, float16; the
 #         unpatched runs use the same renders with another PYTHONPATH), tiny GLM-5 with indexer
 #         (sparse DSA vs forced dense), the deeper GLM-5-shaped Q4_K model (cuda profile vs defaults)
@@ -13,7 +13,7 @@
 #   tp N: the cuda-profile render of that deeper model at tensor parallel size N (2 or 8)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:?usage: render-units.sh OUT [single|x2|v033|v033b|tp N]}; set_=${2:-single}; tp=${3:-2}
+out=${1:?usage: render-units.sh OUT [single|x2|v033|v033b|v033c|tp N]}; set_=${2:-single}; tp=${3:-2}
 G=/root/gpu; B=/root/big
 render() {  # name port model tokenizer [-e k=v ...]
   local name=$1 port=$2 model=$3 tok=$4; shift 4
@@ -81,6 +81,19 @@ elif [ "$set_" = v033b ]; then
     -e vllm_service_attention_backend= -e vllm_service_dsa_attention=sparse
   render u-dense-idx 8119 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${small[@]}" "${env0[@]}" "${kv0[@]}" \
     -e vllm_service_dsa_attention=dense
+elif [ "$set_" = v033c ]; then
+  # the float16 cause found in v033b: the plugin's CUDA kernels (ggml_mul_mat_a8 / ggml_moe_a8, llama.cpp's
+  # MMQ/MMVQ) quantize activations to 8 bits; VLLM_GGUF_USE_CUDA=0 selects its Triton kernels instead
+  T=$G/t192
+  tri='"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_GGUF_USE_CUDA": "0"'
+  kvb='"--kv-cache-memory-bytes", "1073741824"'
+  small=(-e vllm_service_max_model_len=4096 -e vllm_service_tensor_parallel_size=1 -e vllm_service_gpu_memory_utilization=0.04)
+  envt=(-e "{\"vllm_service_extra_env\": {$tri}}")
+  render u-f16-tri 8121 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" -e vllm_service_dtype=float16 "${envt[@]}" \
+    -e "{\"vllm_service_extra_args\": [$kvb]}"
+  render u-f16-tri-eager 8122 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" -e vllm_service_dtype=float16 "${envt[@]}" \
+    -e "{\"vllm_service_extra_args\": [$kvb, \"--enforce-eager\"]}"
+  render u-bf16-tri 8123 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${envt[@]}" -e "{\"vllm_service_extra_args\": [$kvb]}"
 elif [ "$set_" = tp ]; then
   render "tp$tp" $((8300 + tp)) $B/glm5-shaped-Q4_K.gguf $B -e vllm_service_tensor_parallel_size="$tp" \
     -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.85 -e "{\"vllm_service_extra_args\": [$kv]}"
