@@ -43,7 +43,7 @@ options:
     default: []
     suboptions:
       name: {description: File name in the set (default the URL's last path element)., type: str}
-      url: {description: Where to download it (I(source=url)). Never logged (a presigned URL's query is a credential)., type: str}
+      url: {description: Where to download it (I(source=url))., type: str}
       sha256: {description: Expected sha256., type: str}
       size: {description: Size in bytes (default from a HEAD request)., type: int}
   local_dir: {description: For I(source=local), the directory with the GGUF files, config and tokenizer., type: path}
@@ -140,9 +140,7 @@ def hub_files(params: dict) -> list[RemoteFile]:
 
 
 def main() -> None:
-    # A presigned URL's query is a credential: no_log keeps URLs out of results and logs.
-    file_spec = {"name": {"type": "str"}, "url": {"type": "str", "no_log": True}, "sha256": {"type": "str"},
-                 "size": {"type": "int"}}
+    file_spec = {"name": {"type": "str"}, "url": {"type": "str"}, "sha256": {"type": "str"}, "size": {"type": "int"}}
     module = AnsibleModule(
         argument_spec={
             "name": {"type": "str", "required": True},

@@ -15,16 +15,7 @@ options:
   source: {description: controller, url, hf or local., type: str, required: true}
   gguf_files: {description: Every shard of the set., type: list, elements: str, required: true}
   source_dir: {description: controller source directory., type: str, default: ""}
-  urls:
-    description: url source entries.
-    type: list
-    elements: dict
-    default: []
-    suboptions:
-      url: {description: Where the file comes from. Never logged (a presigned URL's query is a credential)., type: str}
-      name: {description: File name in the set (default the URL's last path element)., type: str}
-      sha256: {description: Expected sha256., type: str}
-      size: {description: Size in bytes., type: int}
+  urls: {description: url source entries (url, sha256, name, size)., type: list, elements: dict, default: []}
   hf_repo: {description: hf source repository., type: str, default: ""}
   local_dir: {description: local source directory on the host., type: str, default: ""}
 author: vllm-fleet
@@ -57,10 +48,7 @@ def main() -> None:
             "source": {"type": "str", "required": True},
             "gguf_files": {"type": "list", "elements": "str", "required": True},
             "source_dir": {"type": "str", "default": ""},
-            # A presigned URL's query is a credential: no_log keeps URLs out of results and logs.
-            "urls": {"type": "list", "elements": "dict", "default": [],
-                     "options": {"url": {"type": "str", "no_log": True}, "name": {"type": "str"},
-                                 "sha256": {"type": "str"}, "size": {"type": "int"}}},
+            "urls": {"type": "list", "elements": "dict", "default": []},
             "hf_repo": {"type": "str", "default": ""},
             "local_dir": {"type": "str", "default": ""},
         },
