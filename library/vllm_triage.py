@@ -20,8 +20,9 @@ options:
     type: path
   since:
     description: Epoch seconds to read the journal from. Default, the unit's last start while it
-      is active; while it is not (crash loop, failed), the last I(lookback_seconds), so the
-      attempts that failed are in view, not only the one starting now.
+      is active and systemd has not restarted it; otherwise (crash loop, back-off, failed), the
+      last I(lookback_seconds), so the attempts that failed are in view, not only the one
+      starting now.
     type: int
   lookback_seconds:
     description: How far back to read for a unit that is not active.
@@ -97,7 +98,9 @@ def journal_start(unit: str, since: int | None, lookback_seconds: int) -> int | 
     if since:
         return since
     state = read_unit_state(unit)
-    if state.active_state != "active":
+    # Restarted by systemd since its start: in a crash loop the launcher may be waiting out its
+    # back-off right now (active, nothing logged yet), so the failed attempts are the ones to read.
+    if state.active_state != "active" or state.n_restarts > 0:
         return int(time.time()) - lookback_seconds
     return state.started_at - 1 if state.started_at else None
 
