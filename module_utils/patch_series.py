@@ -328,23 +328,22 @@ def patched_env(base: Path, clone: Path, series_root: Path, distributions: list[
     if not series:
         return PatchedEnv(str(base), restored, "pinned venv restored" if restored else "pinned venv",
                           not_installed=missing)
-    target = clone
     ids = [s.series_id for s in series]
-    result = PatchedEnv(str(target), False, "present", ids, not_installed=missing)
-    if read_mark(target).get("series_ids") == ids:
+    result = PatchedEnv(str(clone), False, "present", ids, not_installed=missing)
+    if read_mark(clone).get("series_ids") == ids:
         return result
     result.changed = True
     if check_mode:
         result.action = "would build"
         return result
-    staging = target.with_name(target.name + STAGING_SUFFIX)
+    staging = clone.with_name(clone.name + STAGING_SUFFIX)
     shutil.rmtree(staging, ignore_errors=True)
-    clone_env(base, staging, target)
+    clone_env(base, staging, clone)
     site = site_packages_of(staging)
     result.results = [apply_series(site, series_root, s.distribution).as_dict() for s in series]
     atomic_write(staging / ENV_MARK, json.dumps({"base": str(base), "series_ids": ids}, indent=1).encode())
-    if target.exists():  # a clone left without its mark (made by hand, or damaged): replaced whole
-        shutil.rmtree(target)
-    os.rename(staging, target)
+    if clone.exists():  # a clone left without its mark (made by hand, or damaged): replaced whole
+        shutil.rmtree(clone)
+    os.rename(staging, clone)
     result.action = "built"
     return result

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from module_utils.patch_series import ENV_MARK, STAGING_SUFFIX, STATE_FILE, PatchError, apply_series, patched_env
-from tests.unit.test_patch_series import ORIGINAL, PATCHED_ONCE, make_diff, write_series
+from tests.unit.test_patch_series import ORIGINAL, PATCHED_ONCE, series_root  # noqa: F401 (a fixture)
 
 SITE = "lib/python3.11/site-packages"
 
@@ -33,14 +33,6 @@ def pinned(tmp_path: Path) -> Path:
     (env / "bin" / "vllm").write_text(f"#!{env}/bin/python\nimport vllm\n")
     (env / "bin" / "vllm").chmod(0o755)
     return env
-
-
-@pytest.fixture
-def series_root(tmp_path: Path) -> Path:
-    root = tmp_path / "patches"
-    write_series(root, "0.0.5", {"0001-map-glm-dsa.patch": make_diff(tmp_path / "d1", "fake_plugin/arch.py",
-                                                                      ORIGINAL, PATCHED_ONCE)})
-    return root
 
 
 def clone_of(pinned: Path, tag: str = "aaaaaaaaaaaa") -> Path:
