@@ -7,12 +7,15 @@ import time
 from pathlib import Path
 
 import json
+import threading
 import urllib.request
 import pytest
 import yaml
 
 from tests.fleet.conftest import PORT_BASE, PREFIX, cli, play
-from tools.fleet_testbed import LocalFleet, active, current_release, haproxy_servers, internal_url, main_pid, on
+from tools.fleet_testbed import (
+    LocalFleet, active, current_release, haproxy_servers, haproxy_states, haproxy_stats, internal_url, main_pid, on,
+)
 from tools.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.slow
@@ -23,7 +26,50 @@ FIRST, MIDDLE, LAST = HOSTS
 # a second after each step: light steady traffic, so that a restarting host is not starved by a
 # spinning one (real hosts have their own CPUs).
 LOAD = {"concurrency": 1, "max_tokens": 16, "pause": 2.0}
+# The negative control needs requests in flight when the host stops: no think time.
+NEGATIVE_LOAD = {"concurrency": 2, "max_tokens": 16, "pause": 0.0}
 
+
+
+# HAProxy's administrative flags: maintenance set through the runtime API, drain.
+ADMIN_MAINT, ADMIN_DRAIN = 0x01, 0x08
+
+
+class BalancerWatch:
+    """Samples every member's HAProxy state once a second while a roll runs."""
+
+    def __init__(self, lb: str):
+        self.lb = lb
+        self.samples: list[dict[str, tuple[int, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> "BalancerWatch":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.samples.append(haproxy_states(self.lb))
+            except Exception:  # noqa: BLE001 a sample lost to a busy podman exec is only a gap
+                continue
+
+    def taken_out(self) -> set[str]:
+        return {name for sample in self.samples for name, (_op, admin) in sample.items()
+                if admin & (ADMIN_MAINT | ADMIN_DRAIN)}
+
+    def most_out_at_once(self) -> int:
+        return max((sum(1 for op, admin in sample.values() if op != 2 or admin & (ADMIN_MAINT | ADMIN_DRAIN))
+                    for sample in self.samples), default=0)
+
+
+def retried_or_redispatched(lb: str) -> int:
+    return sum(int(row.get("wretr") or 0) + int(row.get("wredis") or 0) for row in haproxy_stats(lb).values())
 
 
 def completes(base_url: str) -> bool:
@@ -35,19 +81,48 @@ def completes(base_url: str) -> bool:
 
 def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path: Path):
     before = {host: main_pid(host) for host in HOSTS}
-    with LoadGenerator(LB_URL, "demo", **LOAD) as load:
+    retried_before = retried_or_redispatched(fleet.lb)
+    with LoadGenerator(LB_URL, "demo", **LOAD) as load, BalancerWatch(fleet.lb) as watch:
         time.sleep(5)
         roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll")
         time.sleep(5)
     counts = load.counts
+    retried = retried_or_redispatched(fleet.lb) - retried_before
     print(f"\nrolling restart of {len(HOSTS)} hosts in {roll.seconds:.0f} s under load: "
-          f"{counts.sent} requests, {counts.served} served, {counts.failed} failed {counts.as_dict()['errors']}")
+          f"{counts.sent} requests, {counts.served} served, {counts.failed} failed {counts.as_dict()['errors']}, "
+          f"{retried} retried or redispatched by HAProxy; {len(watch.samples)} balancer samples")
     assert roll.rc == 0, roll.output[-6000:]
     assert counts.failed == 0, counts.as_dict()
     assert counts.served >= 10, counts.as_dict()
+    # The drain, not HAProxy's retries, kept the clients whole: each member was taken out, one at a time.
+    assert watch.taken_out() == set(HOSTS), watch.samples[-5:]
+    assert watch.most_out_at_once() == 1, watch.samples
+    assert retried == 0, haproxy_stats(fleet.lb)
     for host in HOSTS:
         assert active(host) == "active" and main_pid(host) != before[host], host
     assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)  # every member UP again
+
+
+def test_the_same_restart_without_the_drain_fails_or_redispatches_requests(fleet: LocalFleet, tmp_path: Path):
+    """Negative control for the test above: one host restarted under the same load with the drain
+    turned off. Requests that reach it while it stops fail, or HAProxy retries or redispatches them,
+    so the zero above is the drain's doing and the test above could fail."""
+    pid = main_pid(LAST)
+    retried_before = retried_or_redispatched(fleet.lb)
+    with LoadGenerator(LB_URL, "demo", **NEGATIVE_LOAD) as load, BalancerWatch(fleet.lb) as watch:
+        time.sleep(5)
+        roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "undrained", f"--limit {LAST}",
+                    vllm_service_traffic_role="")
+        time.sleep(5)
+    counts = load.counts
+    retried = retried_or_redispatched(fleet.lb) - retried_before
+    print(f"\nrestart of {LAST} without the drain: {counts.sent} requests, {counts.failed} failed "
+          f"{counts.as_dict()['errors']}, {retried} retried or redispatched by HAProxy")
+    assert roll.rc == 0, roll.output[-6000:]
+    assert main_pid(LAST) != pid
+    assert LAST not in watch.taken_out(), watch.samples
+    assert counts.failed + retried > 0, (counts.as_dict(), haproxy_stats(fleet.lb))
+    assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)
 
 
 def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: LocalFleet, tmp_path: Path):

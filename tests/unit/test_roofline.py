@@ -9,7 +9,7 @@ import pytest
 from module_utils.roofline import (
     Roofline, TensorSize, bytes_touched_per_token, gpu_bandwidth_gbs, roofline_for, split_siblings,
 )
-from tests.conftest import DEMO_MODEL_DIR
+from tests.conftest import DEMO_MODEL_DIR, GLM5_REFERENCE_DIR
 
 
 def test_experts_count_by_the_share_the_router_picks_and_embedding_by_one_row():
@@ -63,3 +63,13 @@ def test_reads_the_demo_gguf():
     assert 0 < roofline.bytes_per_token < roofline.total_bytes
     with_bandwidth = roofline_for(str(path), 2, "NVIDIA H200", None)
     assert with_bandwidth.ceiling_tok_s == pytest.approx(4800e9 * 2 / roofline.bytes_per_token)
+
+
+# Hand-computed from each file's tensor table: every weight read once per token, the embedding by
+# one row, and for the MoE model the routed experts by the share the router picks (2 of 8).
+@pytest.mark.parametrize("path, bytes_per_token", [
+    (Path(DEMO_MODEL_DIR) / "demo-qwen3-F32.gguf", 6_695_936),
+    (GLM5_REFERENCE_DIR / "tiny-glm5-F32-00001-of-00003.gguf", 11_983_936),
+])
+def test_bytes_per_token_of_the_demo_and_the_glm5_reference(path: Path, bytes_per_token: int):
+    assert roofline_for(str(path), 1, None, None).bytes_per_token == bytes_per_token
