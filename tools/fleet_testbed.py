@@ -145,21 +145,24 @@ def internal_url(host: str) -> str:
     return f"http://{address}:8000/v1"
 
 
-def haproxy_states(lb: str, backend: str = "vllm") -> dict[str, tuple[int, int]]:
-    """Member -> (operational state, administrative flags) from HAProxy's runtime API, read inside the
-    LB host: op 2 is UP; admin 0x01 is maintenance set by the runtime API, 0x08 drain."""
+def haproxy_runtime(lb: str, command: str) -> list[str]:
+    """The lines HAProxy's runtime API answers to a command, sent from inside the LB host."""
     script = ("import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
-              f"s.sendall(b'show servers state {backend}\\n'); print(s.makefile().read())")
-    lines = on(lb, f'python3 -c "{script}"').splitlines()
+              f"s.sendall(b'{command}\\n'); print(s.makefile().read())")
+    return on(lb, f'python3 -c "{script}"').splitlines()
+
+
+def haproxy_states(lb: str, backend: str = "vllm") -> dict[str, tuple[int, int]]:
+    """Member -> (operational state, administrative flags): op 2 is UP; admin 0x01 is maintenance set
+    by the runtime API, 0x08 drain."""
+    lines = haproxy_runtime(lb, f"show servers state {backend}")
     rows = [line.split() for line in lines if line and not line.startswith("#") and len(line.split()) > 6]
     return {row[3]: (int(row[5]), int(row[6])) for row in rows}
 
 
 def haproxy_stats(lb: str, backend: str = "vllm") -> dict[str, dict[str, str]]:
     """Member -> its row of HAProxy's `show stat` (counters such as wretr, wredis, econ, eresp)."""
-    script = ("import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/haproxy/admin.sock'); "
-              "s.sendall(b'show stat\\n'); print(s.makefile().read())")
-    lines = [line for line in on(lb, f'python3 -c "{script}"').splitlines() if line.strip()]
+    lines = [line for line in haproxy_runtime(lb, "show stat") if line.strip()]
     header = lines[0].lstrip("# ").split(",")
     rows = [dict(zip(header, line.split(","))) for line in lines[1:]]
     return {row["svname"]: row for row in rows if row.get("pxname") == backend and row["svname"] not in ("BACKEND", "FRONTEND")}
