@@ -8,8 +8,10 @@ from urllib.parse import unquote, urlsplit
 
 try:  # as Ansible ships it
     from ansible.module_utils.gguf_files import missing_split_parts
+    from ansible.module_utils.model_download import shown_url
 except ImportError:  # unit tests import the repository's module_utils package
     from module_utils.gguf_files import missing_split_parts
+    from module_utils.model_download import shown_url
 
 SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 SOURCES = ("controller", "url", "hf", "local")
@@ -43,7 +45,7 @@ def url_problems(urls: list[dict], gguf_files: list[str]) -> list[str]:
         elif (problem := plain_name_problem(f"urls[{index}] name", name)):
             problems.append(problem)
         if not SHA256.match(str(entry.get("sha256") or "")):
-            problems.append(f"urls[{index}] ({name or url}): sha256 missing or not 64 hex digits; "
+            problems.append(f"urls[{index}] ({name or shown_url(url)}): sha256 missing or not 64 hex digits; "
                             "every downloaded file is verified against it")
     problems += [f"gguf file {name} has no entry in urls" for name in gguf_files if name not in names]
     return problems
