@@ -14,7 +14,10 @@ description:
   - C(switch) makes a release current (the old current becomes previous) after checking that its
     venv and model files exist. C(rollback) swaps current and previous, recording the reason in
     the release rolled back from. C(prune) removes the oldest releases beyond C(keep), never the
-    current, previous or verified one. C(mark_verified) points C(verified) at current (after the
+    current, previous or verified one; with C(envs_root) it then removes the patched venv clones
+    there that no remaining release links (a directory the vllm role built, named after its
+    pinned venv and carrying its mark; pinned venvs and anything else are never touched).
+    C(mark_verified) points C(verified) at current (after the
     gate). C(info) changes nothing.
   - The service is not restarted here; the vllm_service role's restart chain does that.
 options:
@@ -42,6 +45,9 @@ options:
     description: How many releases prune keeps, current and previous included.
     type: int
     default: 3
+  envs_root:
+    description: Directory of the venvs (action=prune); patched clones in it that no release links are removed.
+    type: path
 author: vllm-fleet
 """
 
@@ -84,6 +90,10 @@ removed:
   description: Release ids removed by prune.
   returned: action=prune
   type: list
+removed_envs:
+  description: Patched venv clones removed by prune (envs_root given).
+  returned: action=prune
+  type: list
 current_manifest:
   description: The release.json of the release current after the action ({} when none).
   returned: always
@@ -97,7 +107,22 @@ releases:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.releases import ReleaseError, described, mark_verified, prune, rollback, state, switch
+from ansible.module_utils.patch_series import unlinked_clones
+from ansible.module_utils.releases import (
+    ReleaseError, described, linked_venvs, mark_verified, prune, remove_tree, rollback, state, switch,
+)
+
+
+def prune_releases_and_clones(root: Path, keep: int, envs_root: str | None, check_mode: bool) -> dict:
+    outcome = prune(root, keep, dry_run=check_mode)
+    if envs_root:
+        linked = linked_venvs(root, ignoring=frozenset(outcome["removed"]))
+        clones = unlinked_clones(Path(envs_root), linked)
+        if not check_mode:
+            for clone in clones:
+                remove_tree(clone)
+        outcome = {**outcome, "changed": outcome["changed"] or bool(clones), "removed_envs": [str(c) for c in clones]}
+    return outcome
 
 
 def act(params: dict, check_mode: bool) -> dict:
@@ -109,7 +134,7 @@ def act(params: dict, check_mode: bool) -> dict:
     if params["action"] == "rollback":
         return rollback(root, params["reason"], dry_run=check_mode, allow_failed=params["allow_failed"])
     if params["action"] == "prune":
-        return prune(root, params["keep"], dry_run=check_mode)
+        return prune_releases_and_clones(root, params["keep"], params["envs_root"], check_mode)
     if params["action"] == "mark_verified":
         return mark_verified(root, dry_run=check_mode)
     return {"changed": False}
@@ -124,6 +149,7 @@ def main() -> None:
             "reason": {"type": "str", "default": ""},
             "keep": {"type": "int", "default": 3},
             "allow_failed": {"type": "bool", "default": False},
+            "envs_root": {"type": "path"},
         },
         supports_check_mode=True,
     )

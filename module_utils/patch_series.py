@@ -347,3 +347,21 @@ def patched_env(base: Path, clone: Path, series_root: Path, distributions: list[
     os.rename(staging, clone)
     result.action = "built"
     return result
+
+
+def unlinked_clones(envs_root: Path, linked: set[Path]) -> list[Path]:
+    """The patched clones under envs_root that nothing in `linked` (resolved venv paths) runs.
+
+    Only directories this module built count: a mark naming the pinned venv whose name, plus
+    "-p", starts theirs. A pinned venv, a staging directory or anything else is never listed.
+    """
+    if not envs_root.is_dir():
+        return []
+    clones = []
+    for entry in sorted(envs_root.iterdir()):
+        if entry.is_symlink() or not entry.is_dir() or entry.name.endswith(STAGING_SUFFIX):
+            continue
+        base = read_mark(entry).get("base")
+        if isinstance(base, str) and entry.name.startswith(Path(base).name + "-p") and entry.resolve() not in linked:
+            clones.append(entry)
+    return clones

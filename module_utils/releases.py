@@ -213,6 +213,15 @@ def prune(root: Path, keep: int, dry_run: bool = False) -> dict[str, Any]:
     return {"changed": bool(doomed), "removed": [release.id for release in doomed]}
 
 
+def linked_venvs(root: Path, ignoring: frozenset[str] = frozenset()) -> set[Path]:
+    """The venvs (resolved) that directories under root link, releases or half-made ones alike,
+    except the directories named in `ignoring` (releases a dry-run prune would remove)."""
+    if not root.is_dir():
+        return set()
+    links = (entry / "venv" for entry in root.iterdir() if entry.name not in ignoring)
+    return {Path(os.path.realpath(link)) for link in links if link.is_symlink()}
+
+
 def remove_tree(path: Path) -> None:
     """Delete a release directory; rmtree unlinks the venv link inside, never follows it."""
     shutil.rmtree(path)

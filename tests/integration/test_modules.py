@@ -115,3 +115,30 @@ def test_vllm_drain_wait_treats_a_stopped_server_as_drained():
     rc, out = adhoc("vllm_drain_wait", {"base_url": "http://127.0.0.1:9", "model": "demo", "timeout": 2})
     assert rc == 0, out
     assert out["changed"] is False and out["drained"] is True and "not listening" in out["reason"]
+
+
+def test_vllm_release_prune_removes_the_clones_only_pruned_releases_ran(tmp_path):
+    envs, root = tmp_path / "envs", tmp_path / "releases"
+    pinned = envs / "vllm-cpu-0123"
+    clones = {tag: envs / f"vllm-cpu-0123-p{tag}" for tag in ("old", "new")}
+    for env in (pinned, *clones.values()):
+        (env / "bin").mkdir(parents=True)
+        (env / "bin" / "python").write_text("")
+    for clone in clones.values():
+        (clone / "vllm-fleet-env.json").write_text(json.dumps({"base": str(pinned), "series_ids": ["x"]}))
+    for index, (release_id, env) in enumerate([("r1", clones["old"]), ("r2", pinned), ("r3", clones["new"])]):
+        (root / release_id).mkdir(parents=True)
+        (root / release_id / "venv").symlink_to(env)
+        (root / release_id / "release.json").write_text(json.dumps({"id": release_id, "created": 100 + index}))
+    (root / "current").symlink_to("r3")
+    (root / "previous").symlink_to("r2")
+    args = {"root": str(root), "action": "prune", "keep": 2, "envs_root": str(envs)}
+    result = run(["ansible", "localhost", "-o", "-C", "-m", "vllm_release", "-a", json.dumps(args)])
+    out = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("localhost |")).split("=>", 1)[1])
+    assert out["changed"] and out["removed"] == ["r1"] and out["removed_envs"] == [str(clones["old"])]
+    assert (root / "r1").is_dir() and clones["old"].is_dir()  # check mode removed nothing
+    rc, out = adhoc("vllm_release", args)
+    assert rc == 0 and out["removed"] == ["r1"] and out["removed_envs"] == [str(clones["old"])], out
+    assert not clones["old"].exists() and clones["new"].is_dir() and pinned.is_dir()
+    rc, out = adhoc("vllm_release", args)
+    assert rc == 0 and out["changed"] is False and out["removed_envs"] == []

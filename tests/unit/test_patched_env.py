@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.patch_series import ENV_MARK, STAGING_SUFFIX, STATE_FILE, PatchError, apply_series, patched_env
+from module_utils.patch_series import (
+    ENV_MARK, STAGING_SUFFIX, STATE_FILE, PatchError, apply_series, patched_env, unlinked_clones,
+)
 from tests.unit.test_patch_series import ORIGINAL, PATCHED_ONCE, series_root  # noqa: F401 (a fixture)
 
 SITE = "lib/python3.11/site-packages"
@@ -101,3 +103,19 @@ def test_a_missing_pinned_venv_is_refused_outside_check_mode(tmp_path: Path, ser
     with pytest.raises(PatchError, match="does not exist"):
         patched_env(missing, clone_of(missing), series_root, ["fake-plugin"])
     assert patched_env(missing, clone_of(missing), series_root, ["fake-plugin"], check_mode=True).changed
+
+
+def test_unlinked_clones_are_only_the_marked_clones_nothing_runs(pinned: Path, series_root: Path):
+    running, unused = clone_of(pinned, "aaaaaaaaaaaa"), clone_of(pinned, "bbbbbbbbbbbb")
+    for clone in (running, unused):
+        patched_env(pinned, clone, series_root, ["fake-plugin"])
+    envs = pinned.parent
+    (envs / f"{pinned.name}-pmadebyhand").mkdir()  # no mark: not ours
+    (envs / f"{unused.name}{STAGING_SUFFIX}").mkdir()  # the vllm role's own to rebuild
+    foreign = envs / "another-tool-env"
+    foreign.mkdir()
+    (foreign / ENV_MARK).write_text(f'{{"base": "{pinned}", "series_ids": []}}')  # a mark, not a clone's name
+    (envs / "link-to-unused").symlink_to(unused)
+    assert unlinked_clones(envs, {running.resolve()}) == [unused]
+    assert unlinked_clones(envs, {running.resolve(), unused.resolve()}) == []
+    assert unlinked_clones(envs / "absent", set()) == []

@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.releases import ReleaseError, link_target, mark_verified, prune, releases, rollback, state, switch
+from module_utils.releases import (
+    ReleaseError, link_target, linked_venvs, mark_verified, prune, releases, rollback, state, switch,
+)
 
 
 def make_release(root: Path, release_id: str, created: float, venv: Path, model: Path | None = None) -> Path:
@@ -205,3 +207,15 @@ def test_prune_never_removes_the_verified_release(root: Path, venv: Path):
     switch(root, "bbb")
     switch(root, "ccc")  # verified aaa is neither current nor previous, and the oldest
     assert "aaa" not in prune(root, keep=1)["removed"]
+
+
+def test_linked_venvs_are_resolved_and_a_dry_run_prune_can_leave_some_out(root: Path, venv: Path, tmp_path: Path):
+    other = tmp_path / "envs" / "vllm-b"
+    other.mkdir()
+    make_release(root, "ddd", 200.0, other)
+    half_made = root / "eee"  # no release.json yet: still counts, it may become one
+    half_made.mkdir()
+    os.symlink(tmp_path / "envs" / ".." / "envs" / "vllm-c", half_made / "venv")
+    assert linked_venvs(root) == {venv.resolve(), other.resolve(), (tmp_path / "envs" / "vllm-c").resolve()}
+    assert other.resolve() not in linked_venvs(root, ignoring=frozenset({"ddd"}))
+    assert linked_venvs(tmp_path / "absent") == set()
