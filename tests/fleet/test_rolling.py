@@ -101,6 +101,37 @@ def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path
     assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)  # every member UP again
 
 
+def test_a_config_change_deployed_by_site_yml_rolls_one_host_at_a_time_drained(fleet: LocalFleet, tmp_path: Path):
+    """site.yml with a new setting on FIRST and LAST: deploy.yml drains each, restarts it onto its new
+    release and puts it back, one host at a time, under load; MIDDLE, unchanged, keeps its process."""
+    for host in (FIRST, LAST):
+        fleet.host_vars(host).write_text(yaml.safe_dump({"vllm_service_extra_env": {"FLEET_TEST_DEPLOY": "1"}}))
+    releases = {host: current_release(host) for host in HOSTS}
+    pids = {host: main_pid(host) for host in HOSTS}
+    retried_before = retried_or_redispatched(fleet.lb)
+    try:
+        with LoadGenerator(LB_URL, "demo", **LOAD) as load, BalancerWatch(fleet.lb) as watch:
+            deployed = play(fleet, "site.yml", tmp_path / "deploy")
+            time.sleep(3)
+    finally:
+        for host in (FIRST, LAST):
+            fleet.host_vars(host).unlink()
+    counts = load.counts
+    retried = retried_or_redispatched(fleet.lb) - retried_before
+    print(f"\nsite.yml rolled {FIRST} and {LAST} in {deployed.seconds:.0f} s under load: {counts.sent} requests, "
+          f"{counts.failed} failed {counts.as_dict()['errors']}, {retried} retried or redispatched")
+    assert deployed.rc == 0, deployed.output[-6000:]
+    assert counts.failed == 0 and counts.served >= 5, counts.as_dict()
+    assert watch.taken_out() == {FIRST, LAST}, watch.samples[-5:]
+    assert watch.most_out_at_once() == 1, watch.samples
+    assert retried == 0, haproxy_stats(fleet.lb)
+    for host in (FIRST, LAST):
+        assert current_release(host) != releases[host] and main_pid(host) != pids[host], host
+        assert "FLEET_TEST_DEPLOY=1" in on(host, f"tr '\\0' '\\n' < /proc/{main_pid(host)}/environ"), host
+    assert current_release(MIDDLE) == releases[MIDDLE] and main_pid(MIDDLE) == pids[MIDDLE]
+    assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)
+
+
 def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: LocalFleet, tmp_path: Path):
     """FIRST gets a harmless new release, MIDDLE a broken tuning value, LAST is never reached."""
     fleet.host_vars(FIRST).write_text(yaml.safe_dump({"vllm_service_extra_env": {"FLEET_TEST_MARK": "1"}}))

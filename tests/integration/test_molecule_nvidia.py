@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import re
 import subprocess
 import threading
 
@@ -47,5 +48,14 @@ def test_molecule_nvidia_driver_scenario(standin_repo):
     image = subprocess.run(["tools/testhost.sh", "image"], cwd=REPO_ROOT, capture_output=True, text=True,
                            env={**os.environ, "VLLM_FLEET_TESTHOST_SUITE": "trixie"})
     assert image.returncode == 0, image.stderr
-    assert_molecule_scenario_passes("nvidia_driver",
-                                    VLLM_FLEET_NVIDIA_REPO_URL=f"http://host.containers.internal:{port}/")
+    played = assert_molecule_scenario_passes("nvidia_driver",
+                                             VLLM_FLEET_NVIDIA_REPO_URL=f"http://host.containers.internal:{port}/")
+    # The side effect rebooted both hosts through gpu_host.yml, one batch each, and checked it.
+    batches = [[line for line in section.splitlines() if line.startswith("changed: [")]
+               for section in task_sections(played, "nvidia_driver : Reboot into the installed driver")]
+    assert batches == [["changed: [vllm-fleet-h7-bookworm]"], ["changed: [vllm-fleet-h7-trixie]"]], batches
+    assert len(task_sections(played, "Check no two hosts were down at once")) == 1
+
+def task_sections(played: str, task: str) -> list[str]:
+    """The output of each run of a task in an ansible-playbook log."""
+    return [chunk.split("\n", 1)[-1] for chunk in played.split("TASK [")[1:] if chunk.startswith(task + "]")]
