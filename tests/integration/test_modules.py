@@ -8,8 +8,8 @@ import os
 from tests.conftest import DEMO_MODEL_DIR, run
 
 
-def adhoc(module: str, args: dict) -> tuple[int, dict]:
-    result = run(["ansible", "localhost", "-o", "-m", module, "-a", json.dumps(args)])
+def adhoc(module: str, args: dict, check: bool = False) -> tuple[int, dict]:
+    result = run(["ansible", "localhost", "-o", *(["-C"] if check else []), "-m", module, "-a", json.dumps(args)])
     # one-line output: "localhost | SUCCESS => {...}" or "localhost | FAILED! => {...}"
     line = next(line for line in result.stdout.splitlines() if line.startswith("localhost |"))
     return result.returncode, json.loads(line.split("=>", 1)[1])
@@ -68,12 +68,9 @@ def test_vllm_cleanup_in_check_mode_reports_and_kills_nothing():
     # An engine core of the service user (here: whoever runs the test) outside any unit.
     orphan = subprocess.Popen(["bash", "-c", "exec -a VLLM::EngineCore sleep 60"])
     try:
-        result = run(["ansible", "localhost", "-o", "-C", "-m", "vllm_cleanup", "-a",
-                      json.dumps({"service_user": pwd.getpwuid(os.getuid()).pw_name,
-                                  "device_glob": "/nonexistent/nvidia*"})])
-        line = next(line for line in result.stdout.splitlines() if line.startswith("localhost |"))
-        out = json.loads(line.split("=>", 1)[1])
-        assert result.returncode == 0, out
+        rc, out = adhoc("vllm_cleanup", {"service_user": pwd.getpwuid(os.getuid()).pw_name,
+                                         "device_glob": "/nonexistent/nvidia*"}, check=True)
+        assert rc == 0, out
         assert orphan.pid in [holder["pid"] for holder in out["holders"]]
         assert out["terminated"] == [] and out["killed"] == []
         assert orphan.poll() is None, "check mode must not stop anything"
@@ -127,15 +124,12 @@ def test_vllm_release_prune_removes_the_clones_only_pruned_releases_ran(tmp_path
     for clone in clones.values():
         (clone / "vllm-fleet-env.json").write_text(json.dumps({"base": str(pinned), "series_ids": ["x"]}))
     for index, (release_id, env) in enumerate([("r1", clones["old"]), ("r2", pinned), ("r3", clones["new"])]):
-        (root / release_id).mkdir(parents=True)
-        (root / release_id / "venv").symlink_to(env)
-        (root / release_id / "release.json").write_text(json.dumps({"id": release_id, "created": 100 + index}))
+        make_release(root, release_id, 100.0 + index, env)
     (root / "current").symlink_to("r3")
     (root / "previous").symlink_to("r2")
     args = {"root": str(root), "action": "prune", "keep": 2, "envs_root": str(envs)}
-    result = run(["ansible", "localhost", "-o", "-C", "-m", "vllm_release", "-a", json.dumps(args)])
-    out = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("localhost |")).split("=>", 1)[1])
-    assert out["changed"] and out["removed"] == ["r1"] and out["removed_envs"] == [str(clones["old"])]
+    rc, out = adhoc("vllm_release", args, check=True)
+    assert rc == 0 and out["changed"] and out["removed"] == ["r1"] and out["removed_envs"] == [str(clones["old"])]
     assert (root / "r1").is_dir() and clones["old"].is_dir()  # check mode removed nothing
     rc, out = adhoc("vllm_release", args)
     assert rc == 0 and out["removed"] == ["r1"] and out["removed_envs"] == [str(clones["old"])], out

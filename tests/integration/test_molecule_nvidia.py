@@ -56,6 +56,7 @@ def test_molecule_nvidia_driver_scenario(standin_repo):
     assert batches == [["changed: [vllm-fleet-h7-bookworm]"], ["changed: [vllm-fleet-h7-trixie]"]], batches
     assert len(task_sections(played, "Check no two hosts were down at once")) == 1
 
+
 def task_sections(played: str, task: str) -> list[str]:
     """The output of each run of a task in an ansible-playbook log."""
     return [chunk.split("\n", 1)[-1] for chunk in played.split("TASK [")[1:] if chunk.startswith(task + "]")]

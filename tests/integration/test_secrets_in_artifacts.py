@@ -4,13 +4,13 @@ nothing ansible-runner keeps (stdout, job events, the command line) holds the si
 from __future__ import annotations
 
 import http.server
-import os
 import sys
 import threading
 from pathlib import Path
 
 import ansible_runner
 
+from tests.conftest import ansible_env
 from vllm_fleet.cli import REPO, ansible_envvars
 
 SIGNATURE = "X-Amz-Signature=5ecre7f00d"
@@ -31,8 +31,8 @@ class RefusingServer(http.server.BaseHTTPRequestHandler):
 
 
 def runner_env() -> dict[str, str]:
-    """The CLI's environment, with this venv's ansible-playbook first on PATH (as tools/vllm-fleet sets it)."""
-    return {**ansible_envvars(), "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    """The CLI's environment, with the venv's ansible-playbook first on PATH (as tools/vllm-fleet sets it)."""
+    return {**ansible_envvars(), "PATH": ansible_env()["PATH"]}
 
 
 def inventory(tmp_path: Path, base: str) -> Path:
