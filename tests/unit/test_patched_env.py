@@ -105,17 +105,19 @@ def test_a_missing_pinned_venv_is_refused_outside_check_mode(tmp_path: Path, ser
     assert patched_env(missing, clone_of(missing), series_root, ["fake-plugin"], check_mode=True).changed
 
 
-def test_unlinked_clones_are_only_the_marked_clones_nothing_runs(pinned: Path, series_root: Path):
+def test_unlinked_clones_are_the_marked_clones_nothing_runs_and_abandoned_staging(pinned: Path, series_root: Path):
     running, unused = clone_of(pinned, "aaaaaaaaaaaa"), clone_of(pinned, "bbbbbbbbbbbb")
     for clone in (running, unused):
         patched_env(pinned, clone, series_root, ["fake-plugin"])
     envs = pinned.parent
     (envs / f"{pinned.name}-pmadebyhand").mkdir()  # no mark: not ours
-    (envs / f"{unused.name}{STAGING_SUFFIX}").mkdir()  # the vllm role's own to rebuild
+    abandoned = envs / f"{pinned.name}-pcccccccccccc{STAGING_SUFFIX}"  # an interrupted build of another set
+    abandoned.mkdir()
+    (envs / f"elsewhere-p1{STAGING_SUFFIX}").mkdir()  # no pinned venv of that name: not ours
     foreign = envs / "another-tool-env"
     foreign.mkdir()
     (foreign / ENV_MARK).write_text(f'{{"base": "{pinned}", "series_ids": []}}')  # a mark, not a clone's name
     (envs / "link-to-unused").symlink_to(unused)
-    assert unlinked_clones(envs, {running.resolve()}) == [unused]
-    assert unlinked_clones(envs, {running.resolve(), unused.resolve()}) == []
+    assert unlinked_clones(envs, {running.resolve()}) == [unused, abandoned]
+    assert unlinked_clones(envs, {running.resolve(), unused.resolve()}) == [abandoned]
     assert unlinked_clones(envs / "absent", set()) == []
