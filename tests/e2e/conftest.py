@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import DEMO_MODEL_DIR, ansible_env
 from tests.harness import golden
 from tests.harness.hosts import API_KEY, PlayRun, TestHost  # noqa: F401 (the e2e modules import them from here)
-from tools.fleet_testbed import testhost
+from tests.harness.fleet_testbed import testhost
 
 # Overridable so that several checkouts can run their end-to-end tests side by side.
 E2E = TestHost(os.environ.get("VLLM_FLEET_E2E_HOST", "vllm-fleet-e2e"),

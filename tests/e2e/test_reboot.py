@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 from tests.e2e.conftest import API_KEY, API_PORT, HOST, SSH_PORT, PlayRun, on_host, service_state
-from tools import fleet_testbed  # (its testhost() imported by name would be collected as a test)
+from tests.harness import fleet_testbed  # (its testhost() imported by name would be collected as a test)
 
 pytestmark = pytest.mark.slow
 

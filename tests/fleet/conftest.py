@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import REPO_ROOT, ansible_env
 from tests.harness import golden
-from tools.fleet_testbed import PlayRun, LocalFleet, env_prefix, run_playbook
+from tests.harness.fleet_testbed import PlayRun, LocalFleet, env_prefix, run_playbook
 
 PREFIX, PORT_BASE = env_prefix()
 RESULTS_DIR = REPO_ROOT / ".cache" / f"results-{PREFIX}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import assert_molecule_scenario_passes, changed_role_tasks
-from tools.fleet_testbed import LocalFleet, on
+from tests.harness.fleet_testbed import LocalFleet, on
 
 pytestmark = pytest.mark.slow
 

@@ -13,10 +13,10 @@ import pytest
 import yaml
 
 from tests.fleet.conftest import PORT_BASE, PREFIX, cli, play
-from tools.fleet_testbed import (
+from tests.harness.fleet_testbed import (
     LocalFleet, active, current_release, haproxy_servers, haproxy_states, haproxy_stats, internal_url, main_pid, on,
 )
-from tools.loadgen import LoadGenerator
+from tests.harness.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.slow
 TESTBED = LocalFleet(prefix=PREFIX, size=3, port_base=PORT_BASE)

@@ -12,7 +12,7 @@ import pytest
 from tests.conftest import ansible_env
 from tests.harness import golden
 from tests.harness.hosts import TestHost
-from tools.fleet_testbed import testhost
+from tests.harness.fleet_testbed import testhost
 
 GLM5 = TestHost(os.environ.get("VLLM_FLEET_GLM5_HOST", "vllm-fleet-glm5"),
                 int(os.environ.get("VLLM_FLEET_GLM5_SSH_PORT", "2224")),

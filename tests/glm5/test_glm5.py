@@ -72,7 +72,7 @@ def compare_with(host: TestHost, reference: dict) -> tuple[int, int]:
 @pytest.fixture(scope="module")
 def tiny_glm5(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-glm5")
-    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "make_glm5_tiny.py"), "--out", str(out)], check=True,
+    subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "fixtures" / "models" / "make_glm5_tiny.py"), "--out", str(out)], check=True,
                    capture_output=True)
     return out
 
@@ -136,7 +136,7 @@ def transformers_reference(glm5_host: TestHost, tiny_glm5: Path) -> dict:
     glm5_host.on_host("mkdir -p /tmp/glm5-ref")
     for name in ("config.json", "hf_state.npz"):
         subprocess.run(["podman", "cp", str(tiny_glm5 / name), f"{glm5_host.name}:/tmp/glm5-ref/{name}"], check=True)
-    subprocess.run(["podman", "cp", str(REPO_ROOT / "tools" / "glm5_hf_reference.py"), f"{glm5_host.name}:/tmp/glm5-ref/"],
+    subprocess.run(["podman", "cp", str(REPO_ROOT / "tests" / "fixtures" / "models" / "glm5_hf_reference.py"), f"{glm5_host.name}:/tmp/glm5-ref/"],
                    check=True)
     python = glm5_host.on_host("ls -d /opt/vllm-fleet/envs/vllm-cpu-??????????/bin/python")
     glm5_host.on_host(f"{python} /tmp/glm5-ref/glm5_hf_reference.py /tmp/glm5-ref --tokens {TOKENS}")

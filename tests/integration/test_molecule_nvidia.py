@@ -13,7 +13,7 @@ import threading
 import pytest
 
 from tests.conftest import REPO_ROOT, assert_molecule_scenario_passes
-from tools.make_nvidia_standin_repo import build
+from tests.harness.make_nvidia_standin_repo import build
 
 # 0: a free port picked by the kernel (a fixed one collided with a test host's published SSH port).
 PORT = int(os.environ.get("VLLM_FLEET_NVIDIA_REPO_PORT", "0"))

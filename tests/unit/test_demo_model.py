@@ -1,4 +1,4 @@
-"""The committed demo model is exactly what tools/make_demo_model.py writes, and vLLM-servable in shape."""
+"""The committed demo model is exactly what tests/fixtures/models/make_demo_model.py writes, and vLLM-servable in shape."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def sha256(path: Path) -> str:
 
 
 def test_generator_reproduces_the_committed_files(tmp_path: Path):
-    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "make_demo_model.py"), "--out", str(tmp_path)], check=True,
+    subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "fixtures" / "models" / "make_demo_model.py"), "--out", str(tmp_path)], check=True,
                    capture_output=True)
     committed = {p.name: sha256(p) for p in DEMO_MODEL_DIR.iterdir()}
     generated = {p.name: sha256(p) for p in tmp_path.iterdir()}

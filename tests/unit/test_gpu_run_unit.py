@@ -1,10 +1,10 @@
-"""tools/gpu/run_unit.py: a unit rendered by the vllm_service role becomes the command systemd would run."""
+"""benchmarks/gpu/run_unit.py: a unit rendered by the vllm_service role becomes the command systemd would run."""
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools" / "gpu"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "gpu"))
 import run_unit  # noqa: E402
 
 UNIT = """# Ansible managed

@@ -1,5 +1,5 @@
-"""tools/make_glm5_tiny.py --mla-dims: a tiny GLM-5 whose MLA head dims CUDA's MLA prefill accepts
-(GLM-5's own 192/64/256), and tools/gpu/tiny_variants.py's quantized variants of it."""
+"""tests/fixtures/models/make_glm5_tiny.py --mla-dims: a tiny GLM-5 whose MLA head dims CUDA's MLA prefill accepts
+(GLM-5's own 192/64/256), and benchmarks/gpu/tiny_variants.py's quantized variants of it."""
 from __future__ import annotations
 
 import json
@@ -15,7 +15,7 @@ from tests.conftest import REPO_ROOT
 
 
 def make(out: Path, *extra: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "make_glm5_tiny.py"), "--out", str(out), *extra],
+    return subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "fixtures" / "models" / "make_glm5_tiny.py"), "--out", str(out), *extra],
                           capture_output=True, text=True)
 
 
@@ -34,7 +34,7 @@ def test_glm5_dims_reach_config_gguf_metadata_and_split_kv_b(tmp_path: Path):
 
 def test_variants_of_a_model_without_converter_output_are_quantized_from_f32(tmp_path: Path):
     assert make(tmp_path, "--mla-dims", "192,64,256").returncode == 0
-    run = subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "gpu" / "tiny_variants.py"), str(tmp_path), str(tmp_path)],
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "benchmarks" / "gpu" / "tiny_variants.py"), str(tmp_path), str(tmp_path)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
     q8 = {t.name: t for t in gguf.GGUFReader(tmp_path / "tiny-glm5-Q8_0-noidx.gguf").tensors}

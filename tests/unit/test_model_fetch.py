@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,8 +14,7 @@ from module_utils.model_fetch import FetchRequest, ensure_model
 from module_utils.model_store import MANIFEST, ModelStore
 from tests.e2e.model_http_server import ModelHTTPServer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
-from make_split_demo import HF_FILES, split_gguf  # noqa: E402
+from tests.fixtures.models.make_split_demo import HF_FILES, split_gguf
 
 from tests.conftest import DEMO_MODEL_DIR  # noqa: E402
 

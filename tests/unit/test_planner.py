@@ -141,7 +141,7 @@ def test_demo_gguf_agrees_with_the_roofline_module():
 @pytest.fixture(scope="module")
 def tiny_glm5(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny-glm5")
-    subprocess.run([sys.executable, str(REPO_ROOT / "tools" / "make_glm5_tiny.py"), "--out", str(out),
+    subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "fixtures" / "models" / "make_glm5_tiny.py"), "--out", str(out),
                     "--with-indexer"],
                    check=True, capture_output=True, timeout=120)
     return out

@@ -9,7 +9,7 @@ running kernel, which a container's distribution cannot provide. Their programs 
 real outputs (tests/fixtures/nvidia_smi). Made with dpkg-deb and apt-ftparchive, signed with a
 GPG key generated here; the key is exported to <out>/cuda-archive-keyring.gpg.
 
-    tools/make_nvidia_standin_repo.py OUT --kernel "$(uname -r)"
+    tests/harness/make_nvidia_standin_repo.py OUT --kernel "$(uname -r)"
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = REPO_ROOT / "tests" / "fixtures" / "nvidia_smi"
 QUERY = "--query-gpu=index,name,compute_cap,memory.total,driver_version"  # nvidia_smi.QUERY_FIELDS
 

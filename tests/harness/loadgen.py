@@ -6,7 +6,7 @@ request counts as served when the stream ends with [DONE], finishes for length a
 reports exactly max_tokens output tokens (ignore_eos); anything else (HTTP error, reset connection,
 a stream cut short, an aborted request) counts as failed, with its error kept.
 
-  .venv/bin/python tools/loadgen.py --base-url http://127.0.0.1:8010/v1 --model demo --seconds 60
+  .venv/bin/python tests/harness/loadgen.py --base-url http://127.0.0.1:8010/v1 --model demo --seconds 60
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ file; --floor-dtypes also runs transformers itself in those dtypes (on CUDA when
 the same sequences: the agreement a correct implementation at that precision gets.
 The weights are the GGUF's own, dequantized (glm5_gguf_to_hf.py), or the F32 reference shards.
 Every sequence stays below index_topk, where DSA selects every token (== dense MLA), so missing
-indexer weights get neutral fillers, as tools/glm5_hf_reference.py does.
+indexer weights get neutral fillers, as tests/fixtures/models/glm5_hf_reference.py does.
 """
 from __future__ import annotations
 

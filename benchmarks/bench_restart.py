@@ -5,7 +5,7 @@
    the unit's own first crash in its journal;
 2. seconds of the cleanup step with N leftover vLLM-titled processes, against N = 0 as baseline.
 
-    .venv/bin/python tools/bench_restart.py [--leftovers 1 8 32]
+    .venv/bin/python benchmarks/bench_restart.py [--leftovers 1 8 32]
 
 It restores the service (site.yml) before it ends.
 """

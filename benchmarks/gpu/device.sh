@@ -9,7 +9,7 @@
 #                  then the tiny acceptance: patched agrees with transformers
 #   bench          wait for the GLM-5-shaped units, benchmark each in turn (tools/vllm_bench.py), stop all
 #   startx2 / benchx2   the same for the TP=2 units on nvidia-h200-x2
-# Every unit runs through tools/gpu/run_unit.py: the rendered ExecStart and EnvironmentFile.
+# Every unit runs through benchmarks/gpu/run_unit.py: the rendered ExecStart and EnvironmentFile.
 set -uo pipefail
 phase=${1:?phase}; shift
 G=$HOME/gpu; L=$HOME/logs; mkdir -p "$L"; OUT=${OUT:-/tmp/out}
@@ -71,7 +71,7 @@ PY
           >> "$HOME/results/moe-$s.txt" 2>&1; echo "exit $?" >> "$HOME/results/moe-$s.txt"
       done ) & checks=$!
     T=$G/t192
-    PYTHONPATH=~/site-p python3 "$G/tools/make_glm5_tiny.py" --out "$T" --mla-dims 192,64,256 --tokenizer-dir "$G/ref/hf" \
+    PYTHONPATH=~/site-p python3 "$G/tests/fixtures/models/make_glm5_tiny.py" --out "$T" --mla-dims 192,64,256 --tokenizer-dir "$G/ref/hf" \
       > "$HOME/results/tiny.txt" 2>&1 && PYTHONPATH=~/site-p python3 "$G/tools/tiny_variants.py" "$T" "$T" >> "$HOME/results/tiny.txt" 2>&1
     mkdir -p "$T/hf" && cp "$T"/{config.json,generation_config.json,tokenizer.json,tokenizer_config.json,chat_template.jinja} "$T/hf/"
     python3 -c "import json,sys; r=json.load(open(sys.argv[1])); json.dump({'prompts': [{'prompt_ids': p['prompt_ids'], 'greedy_ids': []} for p in r['prompts']]}, open(sys.argv[2], 'w'))" \

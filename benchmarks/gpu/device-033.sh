@@ -2,7 +2,7 @@
 # Device side of the vllm 0.33.0 acceptance run (issue 21), run from the checkout's root on the H200
 # machine. One device call per phase; the machine keeps ~/kit, ~/site and ~/gpu while the next call
 # comes within ~30 s. Carried: .gpu033 (this folder's tools, module_utils, the series, the rendered
-# units, the tiny models) in the first call, then one kit folder (tools/gpu/make-kit-033.sh) per call.
+# units, the tiny models) in the first call, then one kit folder (benchmarks/gpu/make-kit-033.sh) per call.
 #   stash          copy .gpu033 to ~/gpu, record nvidia-smi, then `kit 1`
 #   kit N          add .kit033/c/kN to ~/kit and install every wheel now complete (kit_install.py);
 #                  once torch + NCCL are in: import check; once the core group is in: vllm import check
@@ -21,7 +21,7 @@
 #   cause2         a fresh lease after `cause`: sparse DSA vs dense again (plugin patch 0010), and
 #                  glm5_layer_diff.py: vLLM's module outputs against transformers' for one sequence
 #                  of the last run (.gpu033/prev/gen-*.json), float16 and bfloat16, while they start
-# Every server runs through tools/gpu/run_unit.py (the rendered ExecStart and EnvironmentFile) with
+# Every server runs through benchmarks/gpu/run_unit.py (the rendered ExecStart and EnvironmentFile) with
 # setsid, and is stopped by its process group before the call ends.
 set -uo pipefail
 phase=${1:?phase}; shift
@@ -39,7 +39,7 @@ start_unit() {  # name site
   [ -d "$site/nvidia_cutlass_dsl/dsl_packages" ] && site=$site:$site/nvidia_cutlass_dsl/dsl_packages
   # the unit's ExecStart is the role's launcher (vllm-fleet-serve = module_utils/serve_launcher.py),
   # which execs the venv's python (here the image's, with the kit on PYTHONPATH)
-  setsid python3 "$G/tools/gpu/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/release.env" \
+  setsid python3 "$G/benchmarks/gpu/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/release.env" \
     --env-file "$G/units/$n/vllm.env" --python "$(command -v python3)" --launcher "$G/module_utils/serve_launcher.py" \
     --set PYTHONPATH="$site" > "$L/$n.log" 2>&1 < /dev/null &
   echo $! > "$L/$n.pid"; echo "$(date +%s)" > "$L/$n.t0"; stamp "started $n (pid $!, PYTHONPATH=$site)"
@@ -69,7 +69,7 @@ startup_lines() {  # load, compile and graph-capture times as vLLM logs them
     "$L/$1.log" | cut -c1-300 | head -40
 }
 kit_step() {  # N   (SKIP_CHECKS=1: no import checks, for a second session on a fresh machine)
-  cp ".kit033/c/k$1"/* ~/kit/ && python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-600
+  cp ".kit033/c/k$1"/* ~/kit/ && python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-600
   [ -n "${SKIP_CHECKS:-}" ] && return 0
   if [ -d ~/site/torch ] && [ -d ~/site/nvidia/nccl ] && [ ! -f ~/site/.torchcheck ]; then
     PYTHONPATH=~/site timeout 120 python3 - <<'PY' 2>&1 | tail -15 | tee ~/site/.torchcheck
@@ -109,7 +109,7 @@ stash)
   # (docs/gpu-results/v033/gen-*.json, same generator, same file), while the kit is on its way
   if [ -d "$G/pylib" ]; then
     mkdir -p "$R/prev" && cp docs/gpu-results/v033/gen-t-f16.json docs/gpu-results/v033/gen-t-bf16.json "$R/prev/" 2>/dev/null
-    ( cd "$G/t192" && PYTHONPATH=$G/pylib timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare "$G/test/gen-mock.json" \
+    ( cd "$G/t192" && PYTHONPATH=$G/pylib timeout 120 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare "$G/test/gen-mock.json" \
         "$R"/prev/gen-t-*.json --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --out-dir "$R/prev" \
         --floor-dtypes float16 bfloat16 ) 2>&1 | tail -6 | cut -c1-700
     pack stash
@@ -122,7 +122,7 @@ restash)  # a fresh machine: .gpu033 and the first kit folder, no checks
   rm -rf "$G" ~/kit && mkdir -p ~/kit && cp -r .gpu033 "$G" && SKIP_CHECKS=1 kit_step 1
   ;;
 tiny)
-  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
   # hard-linked copies: the series replace files atomically (new inode), so ~/site stays pristine
   rm -rf ~/site-p ~/site-vu && cp -al ~/site ~/site-p && cp -al ~/site ~/site-vu
   PYTHONPATH=$G python3 - <<'PY' 2>&1 | tee "$R/patch.txt"
@@ -138,7 +138,7 @@ PY
   stamp "patched"
   # the deeper GLM-5-shaped model for `big`, written while the tiny servers start
   mkdir -p /root/big
-  ( [ -f /root/big/glm5-shaped-Q4_K.gguf ] || PYTHONPATH=~/site-p python3 "$G/tools/gpu/make_glm5_shaped.py" /root/big \
+  ( [ -f /root/big/glm5-shaped-Q4_K.gguf ] || PYTHONPATH=~/site-p python3 "$G/benchmarks/gpu/make_glm5_shaped.py" /root/big \
       --qtype q4_k --dense 1 --moe "${MOE:-8}" > "$R/make_glm5_shaped.txt" 2>&1 ) & writer=$!
   start_unit t-unp ~/site; start_unit t-vu ~/site-vu
   for n in t-bf16 t-f16 t-sparse t-dense-idx; do start_unit $n ~/site-p; done
@@ -150,7 +150,7 @@ PY
   for n in t-bf16 t-f16 t-sparse t-dense-idx; do
     case $n in t-sparse|t-dense-idx) T=$G/t192i;; *) T=$G/t192;; esac
     if wait_ready $n "$deadline"; then
-      PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+      PYTHONPATH=~/site-p python3 "$G/benchmarks/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
         --model glm-5 --ref "$T" --tokens ${TOKENS:-128} --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
     else cause $n 10 | tee "$R/cause-$n.txt"; fi
     startup_lines $n > "$R/startup-$n.txt"
@@ -161,12 +161,12 @@ PY
   cat "$R/dsa-lines.txt"
   cd "$G/t192"
   for n in t-bf16 t-f16; do
-    [ -f "$R/gen-$n.json" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare "$R/gen-$n.json" \
+    [ -f "$R/gen-$n.json" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare "$R/gen-$n.json" \
       --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --label "$n vs transformers on the file's own weights" \
       --out "$R/cmp-$n.json" 2>&1 | tail -1 | cut -c1-900
   done
   cd - >/dev/null
-  [ -f "$R/gen-t-sparse.json" ] && [ -f "$R/gen-t-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+  [ -f "$R/gen-t-sparse.json" ] && [ -f "$R/gen-t-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/benchmarks/gpu/glm5_agreement.py" \
     same "$R/gen-t-sparse.json" "$R/gen-t-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
     --out "$R/same-sparse-dense.json" | cut -c1-600
   wait $writer; stamp "GLM-5-shaped: $(tail -2 "$R/make_glm5_shaped.txt" | cut -c1-300)"; df -h /root | tail -1
@@ -194,7 +194,7 @@ for d in ('vllm', 'vllm-gguf-plugin'): print(apply_series(Path(os.path.expanduse
   deadline=$(( t0 + ${INV_WAIT:-170} ))
   for n in $units; do
     if wait_ready $n "$deadline"; then
-      PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+      PYTHONPATH=~/site-p python3 "$G/benchmarks/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
         --model glm-5 --ref "$G/t192" --tokens 128 --out "$R/gen-$n.json" 2>&1 | tail -1 | cut -c1-120
     else cause $n 6 | tee "$R/cause-$n.txt"; fi
     grep -E "Using .*backend" "$L/$n.log" | cut -c1-160 | head -2
@@ -202,14 +202,14 @@ for d in ('vllm', 'vllm-gguf-plugin'): print(apply_series(Path(os.path.expanduse
   pack inv; stop_all
   cd "$G/t192"
   for n in $units; do
-    [ -f "$R/gen-$n.json" ] && PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" compare "$R/gen-$n.json" \
+    [ -f "$R/gen-$n.json" ] && PYTHONPATH=~/site-p timeout 60 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare "$R/gen-$n.json" \
       --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --label "$n" --out "$R/cmp-$n.json" 2>&1 | tail -1 | cut -c1-700
     pack inv
   done
   cd - >/dev/null
   ;;
 cause)
-  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
   rm -rf ~/site-p ~/site-r && cp -al ~/site ~/site-p
   PYTHONPATH=$G python3 -c "
 import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
@@ -239,7 +239,7 @@ PY
   for n in $units; do
     case $n in u-sparse|u-dense-idx) T=$G/t192i;; *) T=$G/t192;; esac
     if wait_ready $n "$deadline"; then
-      PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+      PYTHONPATH=~/site-p timeout 60 python3 "$G/benchmarks/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
         --model glm-5 --ref "$T" --tokens 128 --top-logprobs 5 --prefill --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
     else cause $n 10 | tee "$R/cause-$n.txt"; fi
     startup_lines $n > "$R/startup-$n.txt"
@@ -249,21 +249,21 @@ PY
   stop_all
   cd "$G/t192"
   gens=$(ls "$R"/gen-u-f16*.json "$R"/gen-u-bf16.json 2>/dev/null)
-  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 200 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 200 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare $gens \
     --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --out-dir "$R" --floor-dtypes float16 bfloat16 2>&1 | cut -c1-900
   pack cause
   cd "$G/t192i"
   gens=$(ls "$R"/gen-u-sparse.json "$R"/gen-u-dense-idx.json 2>/dev/null)
-  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare $gens \
     --ref "$G/t192i" --weights tiny-glm5-Q8_0-idx.gguf --out-dir "$R" --floor-dtypes bfloat16 2>&1 | cut -c1-900
   cd - >/dev/null
-  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/benchmarks/gpu/glm5_agreement.py" \
     same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
     --out "$R/same-sparse-dense.json" | cut -c1-600
   pack cause
   ;;
 cause2)
-  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
   rm -rf ~/site-p && cp -al ~/site ~/site-p
   PYTHONPATH=$G python3 -c "
 import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
@@ -276,7 +276,7 @@ for d in ('vllm', 'vllm-gguf-plugin'):
   # meanwhile, in this process group: the module-by-module diff (in-process vLLM, eager)
   ( cd "$G/t192" && for spec in "float16 gen-u-f16.json" "bfloat16 gen-u-bf16.json"; do set -- $spec
       [ $(( $(date +%s) - t0 )) -lt ${DIFF_UNTIL:-250} ] || break
-      PYTHONPATH=~/site-p:$G/tools/gpu timeout 150 python3 "$G/tools/gpu/glm5_layer_diff.py" --gguf "$G/t192/tiny-glm5-Q8_0-noidx.gguf" \
+      PYTHONPATH=~/site-p:$G/benchmarks/gpu timeout 150 python3 "$G/benchmarks/gpu/glm5_layer_diff.py" --gguf "$G/t192/tiny-glm5-Q8_0-noidx.gguf" \
         --hf "$G/t192/hf" --gen "$G/prev/$2" --seq 0 --dtype "$1" --out "$R/layer-diff-$1.json" > "$L/layer-diff-$1.log" 2>&1
       echo "layer diff $1 rc $?"; grep -v -E "^\(|INFO|WARNING|^\s*$" "$L/layer-diff-$1.log" | tail -40 | cut -c1-200
     done ) &
@@ -284,7 +284,7 @@ for d in ('vllm', 'vllm-gguf-plugin'):
   deadline=$(( t0 + ${CAUSE_WAIT:-330} ))
   for n in $units; do
     if wait_ready $n "$deadline"; then
-      PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+      PYTHONPATH=~/site-p timeout 60 python3 "$G/benchmarks/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
         --model glm-5 --ref "$G/t192i" --tokens 128 --top-logprobs 5 --prefill --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
     else cause $n 12 | tee "$R/cause-$n.txt"; fi
     startup_lines $n > "$R/startup-$n.txt"
@@ -295,10 +295,10 @@ for d in ('vllm', 'vllm-gguf-plugin'):
   wait $differ
   cd "$G/t192i"
   gens=$(ls "$R"/gen-u-sparse.json "$R"/gen-u-dense-idx.json 2>/dev/null)
-  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 120 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare $gens \
     --ref "$G/t192i" --weights tiny-glm5-Q8_0-idx.gguf --out-dir "$R" --floor-dtypes bfloat16 2>&1 | cut -c1-900
   cd - >/dev/null
-  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/benchmarks/gpu/glm5_agreement.py" \
     same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
     --out "$R/same-sparse-dense.json" | cut -c1-600
   pack cause2
@@ -306,7 +306,7 @@ for d in ('vllm', 'vllm-gguf-plugin'):
 cause3)
   # after cause2: the float16 cause (the plugin's CUDA kernels vs its Triton ones, VLLM_GGUF_USE_CUDA=0)
   # and sparse DSA with the cutlass DSL on the path
-  python3 "$G/tools/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
   rm -rf ~/site-p && cp -al ~/site ~/site-p
   PYTHONPATH=$G python3 -c "
 import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
@@ -320,7 +320,7 @@ for d in ('vllm', 'vllm-gguf-plugin'):
 import vllm_gguf_plugin.ops as o
 print('plugin CUDA extension available', o._CUDA_AVAILABLE, 'enabled', o._CUDA_ENABLED, o._C_gguf)
 " 2>&1 | tail -2 | tee "$R/plugin-cuda.txt"
-    cd "$G/t192" && VLLM_GGUF_USE_CUDA=0 PYTHONPATH=~/site-p:$G/tools/gpu timeout 150 python3 "$G/tools/gpu/glm5_layer_diff.py" \
+    cd "$G/t192" && VLLM_GGUF_USE_CUDA=0 PYTHONPATH=~/site-p:$G/benchmarks/gpu timeout 150 python3 "$G/benchmarks/gpu/glm5_layer_diff.py" \
       --gguf "$G/t192/tiny-glm5-Q8_0-noidx.gguf" --hf "$G/t192/hf" --gen "$G/prev/gen-u-f16.json" --seq 0 --dtype float16 \
       --out "$R/layer-diff-float16-triton.json" > "$L/layer-diff-float16-triton.log" 2>&1
     echo "layer diff float16 triton rc $?"; grep -v -E "^\(|INFO|WARNING|^\s*$" "$L/layer-diff-float16-triton.log" | tail -40 | cut -c1-200 ) &
@@ -329,7 +329,7 @@ print('plugin CUDA extension available', o._CUDA_AVAILABLE, 'enabled', o._CUDA_E
   for n in $units; do
     case $n in u-sparse|u-dense-idx) T=$G/t192i;; *) T=$G/t192;; esac
     if wait_ready $n "$deadline"; then
-      PYTHONPATH=~/site-p timeout 60 python3 "$G/tools/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+      PYTHONPATH=~/site-p timeout 60 python3 "$G/benchmarks/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
         --model glm-5 --ref "$T" --tokens 128 --top-logprobs 5 --prefill --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
     else cause $n 12 | tee "$R/cause-$n.txt"; fi
     startup_lines $n > "$R/startup-$n.txt"
@@ -339,15 +339,15 @@ print('plugin CUDA extension available', o._CUDA_AVAILABLE, 'enabled', o._CUDA_E
   wait $differ
   cd "$G/t192"
   gens=$(ls "$R"/gen-u-*tri*.json 2>/dev/null)
-  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 150 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 150 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare $gens \
     --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --out-dir "$R" --floor-dtypes float16 bfloat16 2>&1 | grep -v Warn | cut -c1-700
   pack cause3
   cd "$G/t192i"
   gens=$(ls "$R"/gen-u-sparse.json "$R"/gen-u-dense-idx.json 2>/dev/null)
-  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 100 python3 "$G/tools/gpu/glm5_agreement.py" compare $gens \
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 100 python3 "$G/benchmarks/gpu/glm5_agreement.py" compare $gens \
     --ref "$G/t192i" --weights tiny-glm5-Q8_0-idx.gguf --out-dir "$R" --floor-dtypes bfloat16 2>&1 | grep -v Warn | cut -c1-700
   cd - >/dev/null
-  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/tools/gpu/glm5_agreement.py" \
+  [ -f "$R/gen-u-sparse.json" ] && [ -f "$R/gen-u-dense-idx.json" ] && PYTHONPATH=~/site-p python3 "$G/benchmarks/gpu/glm5_agreement.py" \
     same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
     --out "$R/same-sparse-dense.json" | cut -c1-600
   pack cause3

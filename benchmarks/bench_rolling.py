@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """How much does a rolling restart cost beyond the restarts themselves?
 
-Makes a local fleet (N CPU vLLM test hosts behind HAProxy, tools/fleet_testbed.py), deploys it,
+Makes a local fleet (N CPU vLLM test hosts behind HAProxy, tests/harness/fleet_testbed.py), deploys it,
 then, in one process and under the same light load through the balancer:
   1. baseline: each host restarted by hand, one after another (systemctl restart, then polled
      until /v1/models lists the model and a completion answers): the hosts' own stop+start+ready;
@@ -10,7 +10,7 @@ then, in one process and under the same light load through the balancer:
 Prints both, the roll's own restart-chain tasks per host (stop, cleanup, start, ready), and the
 overhead ratio roll total / sum of those (target <= 1.10), with the by-hand sum beside it.
 
-  .venv/bin/python tools/bench_rolling.py [--hosts 3] [--keep] [--prefix P --port-base N --reuse]
+  .venv/bin/python benchmarks/bench_rolling.py [--hosts 3] [--keep] [--prefix P --port-base N --reuse]
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tools.fleet_testbed import REPO_ROOT, LocalFleet, internal_url, on, run_playbook  # noqa: E402
-from tools.loadgen import LoadGenerator  # noqa: E402
+from tests.harness.fleet_testbed import REPO_ROOT, LocalFleet, internal_url, on, run_playbook  # noqa: E402
+from tests.harness.loadgen import LoadGenerator  # noqa: E402
 
 CHAIN = ("Stop vllm", "Stop leftover GPU and vLLM processes, remove stale shared memory", "Start vllm",
          "Wait until vLLM serves, failing fast on a crash")

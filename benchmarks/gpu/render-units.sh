@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Renders, with tools/gpu/render-unit.yml, the units the GPU acceptance run starts, into OUT/<name>/.
+# Renders, with benchmarks/gpu/render-unit.yml, the units the GPU acceptance run starts, into OUT/<name>/.
 # Each is the cuda profile of inventory/example-blackwell with only the device-specific values
 # (model path, port, GPU share, TP size) and the one setting under test changed.
 # usage: render-units.sh OUT [single|x2|v033|v033b|v033c|tp N]
@@ -17,7 +17,7 @@ out=${1:?usage: render-units.sh OUT [single|x2|v033|v033b|v033c|tp N]}; set_=${2
 G=/root/gpu; B=/root/big
 render() {  # name port model tokenizer [-e k=v ...]
   local name=$1 port=$2 model=$3 tok=$4; shift 4
-  .venv/bin/ansible-playbook tools/gpu/render-unit.yml -e ansible_python_interpreter="$PWD/.venv/bin/python" -e render_out="$out/$name" \
+  .venv/bin/ansible-playbook benchmarks/gpu/render-unit.yml -e ansible_python_interpreter="$PWD/.venv/bin/python" -e render_out="$out/$name" \
     -e render_site="$PWD/inventory/example-blackwell" -e vllm_service_model="$model" \
     -e vllm_service_tokenizer="$tok" -e vllm_service_host=127.0.0.1 -e vllm_service_port="$port" \
     -e vllm_service_home="/root/vh/$name" -e vllm_service_drain_seconds=5 "$@" >/dev/null
@@ -29,7 +29,7 @@ kv='"--kv-cache-memory-bytes", "4294967296"'
 defaults=(-e vllm_service_nccl_proto= -e vllm_service_attention_backend= -e '{"vllm_service_compilation_config": {}}')
 if [ "$set_" = single ]; then
   # tiny GLM-5 with GLM-5's own MLA head dims (192/64/256: CUDA's MLA prefill has no kernel for 64/64/64),
-  # written on the device by tools/make_glm5_tiny.py --mla-dims 192,64,256 + tools/gpu/tiny_variants.py
+  # written on the device by tests/fixtures/models/make_glm5_tiny.py --mla-dims 192,64,256 + benchmarks/gpu/tiny_variants.py
   render t-q8 8102 $G/t192/tiny-glm5-Q8_0-noidx.gguf $G/t192/hf "${tiny[@]}"
   render t-q6k 8103 $G/t192/tiny-glm5-Q6_K-noidx.gguf $G/t192/hf "${tiny[@]}"
   render t-q8-default 8104 $G/t192/tiny-glm5-Q8_0-noidx.gguf $G/t192/hf "${tiny[@]}" "${defaults[@]}"

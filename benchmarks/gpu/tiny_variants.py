@@ -7,7 +7,7 @@ Writes, keeping the reference's metadata (every key but split.*):
   tiny-glm5-Q8_0-noidx.gguf  the converter's Q8_0 with the DSA indexer tensors left out (a GGUF
                              as llama.cpp wrote them before it supported the indexer: dense MLA);
                              where REF_DIR has no tiny-glm5-Q8_0.gguf (a model written by
-                             tools/make_glm5_tiny.py), the F32 shards quantized with gguf-py;
+                             tests/fixtures/models/make_glm5_tiny.py), the F32 shards quantized with gguf-py;
   tiny-glm5-Q6_K-noidx.gguf  a K-quant from the F32 shards: Q6_K where rows hold a multiple of
                              256 values, Q8_0 for other matrices, F32 where the converter keeps
                              F32; indexer left out. gguf-py has no K-quant quantizer, so Q6_K
@@ -96,7 +96,7 @@ def main() -> None:
         q8 = gguf.GGUFReader(converter_q8)
         write_variant(q8, q8.tensors, os.path.join(out, "tiny-glm5-Q8_0-noidx.gguf"),
                       lambda t: (np.asarray(t.data), None if t.tensor_type == Q.F32 else t.tensor_type))
-    else:  # no converter output (tools/make_glm5_tiny.py --mla-dims): gguf-py's Q8_0, the converter's own routine
+    else:  # no converter output (tests/fixtures/models/make_glm5_tiny.py --mla-dims): gguf-py's Q8_0, the converter's own routine
         def to_q8(t):
             x = np.asarray(t.data, dtype=np.float32).reshape(numpy_shape(t))
             return (x, None) if keep_f32(t.name, x.shape) else (gguf.quants.quantize(x, Q.Q8_0), Q.Q8_0)

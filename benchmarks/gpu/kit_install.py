@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Device side of tools/gpu/make-kit-033.sh: install every kit wheel whose parts have all arrived.
+"""Device side of benchmarks/gpu/make-kit-033.sh: install every kit wheel whose parts have all arrived.
 
   kit_install.py KIT_DIR SITE_DIR [--group core --group cutlass ...]
 

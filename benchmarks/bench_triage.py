@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Benchmark the triage on a big generated log: seconds and peak RSS of one CLI run.
 
-    python3 tools/bench_triage.py [--size-mb 1024] [--keep]
+    python3 benchmarks/bench_triage.py [--size-mb 1024] [--keep]
 
 Writes a log of the given size to a temporary directory (vLLM request/metrics lines,
 warnings, progress bars, a port-in-use failure at the end), runs tools/triage.py on it in a

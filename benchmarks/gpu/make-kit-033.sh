@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the wheel kit that brings the cuda profile's pins (vllm 0.33.0 + vllm-gguf-plugin 0.0.5 +
 # gguf 0.19.0) to the H200 device image (Python 3.12, torch 2.11.0+cu130, triton 3.6.0,
-# NCCL 2.28.9, cuDNN 9.19; tools/gpu/h200-image-packages.txt lists its packages).
+# NCCL 2.28.9, cuDNN 9.19; benchmarks/gpu/h200-image-packages.txt lists its packages).
 #
 # What is carried: every resolved requirement the image lacks, plus the ones whose image version
 # cannot serve vllm 0.33.0: torch 2.14.0, triton 3.8.0, torchvision 0.29.0 (the image's is built
@@ -21,7 +21,7 @@
 # Every wheel is cut into parts and the parts are packed in order into folders of at most
 # BYTES (first folder FIRST_BYTES, leaving room for what else the first call carries); each folder
 # is one device call's carry. Each folder holds kit.json (wheels, parts, sha256, groups) and
-# tools/gpu/kit_install.py installs every wheel whose parts have all arrived, so the install
+# benchmarks/gpu/kit_install.py installs every wheel whose parts have all arrived, so the install
 # happens during the transfer.
 # usage: make-kit-033.sh DEST [GROUP ...]      GROUP: cutlass, cudnn   (DEST: a git-ignored folder)
 #   env: BYTES (55000000), FIRST_BYTES (BYTES), WHEELS (download cache, default DEST.wheels)

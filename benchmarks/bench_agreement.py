@@ -25,7 +25,7 @@ averaged over the rounds, the ratio of the means and the median of the rounds' p
 (ours / vLLM's). The verdict is on the median pair ratios of output throughput and mean TTFT
 (target within +-5 %); exit status 1 when either is outside.
 
-  .venv/bin/python tools/bench_agreement.py [--container vllm-fleet-local] [--rounds 24] [--processes]
+  .venv/bin/python benchmarks/bench_agreement.py [--container vllm-fleet-local] [--rounds 24] [--processes]
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Wall time of a first converge of site.yml on a fresh test host, and of a no-op re-run.
 
-    .venv/bin/python tools/bench_converge.py [--keep]
+    .venv/bin/python benchmarks/bench_converge.py [--keep]
 
 Creates its own test host (vllm-fleet-bench, SSH 127.0.0.1:2224, API 127.0.0.1:8002), runs
 site.yml twice and prints both times, the ratio, and changed counts. The controller wheelhouse

@@ -1,7 +1,7 @@
 """A local fleet for tests and benchmarks: N systemd test hosts for the CPU vLLM and one HAProxy
 host (podman containers made by tools/testhost.sh), an inventory for them, playbook runs.
 
-Used by tests/fleet and tools/bench_rolling.py.
+Used by tests/fleet and benchmarks/bench_rolling.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import yaml
 
 from tests.harness import timings
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEMO_MODEL_DIR = REPO_ROOT / "files" / "models" / "demo-qwen3"
 RELEASES = "/opt/vllm-fleet/releases"
 
