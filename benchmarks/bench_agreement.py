@@ -7,7 +7,7 @@ prompts from vLLM's own random dataset with the same seed, so both send identica
 
 By default one driver process in the host runs both, in turns: vLLM's side is `vllm bench serve`'s
 own entry point (`vllm.benchmarks.serve.main` on the parsed command line, what the CLI runs), ours
-is `module_utils/vllm_bench.run_load`. Each first runs once uncounted (warm-up); then the order
+is `plugins/module_utils/vllm_bench.run_load`. Each first runs once uncounted (warm-up); then the order
 alternates from round to round (ours first, then vLLM's first, ...) so that neither always runs on
 a machine the other just left busy, and the two runs of a round are seconds apart, not the
 interpreter start-ups (vLLM's import takes ~10 s) that separate them with --processes (each run a
@@ -45,7 +45,7 @@ REMOTE = "/tmp/vllm-fleet-agreement"
 DRIVER = r'''
 import contextlib, gc, json, sys, time, urllib.request
 sys.path.insert(0, sys.argv[1])
-from module_utils.vllm_bench import Endpoint, run_load
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_bench import Endpoint, run_load
 from vllm.benchmarks.datasets import RandomDataset
 from vllm.tokenizers import get_tokenizer
 from vllm.utils.argparse_utils import FlexibleArgumentParser
@@ -136,7 +136,7 @@ serve.main(parser.parse_args(sys.argv[1:]))
 OURS = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from module_utils.vllm_bench import Endpoint, run_load
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_bench import Endpoint, run_load
 from vllm.benchmarks.datasets import RandomDataset
 from vllm.tokenizers import get_tokenizer
 base_url, model, prompts, input_len, output_len, concurrency, seed, tokenizer = sys.argv[2:10]
@@ -159,7 +159,7 @@ def copy_code(container: str) -> None:
     sh(container, ["rm", "-rf", REMOTE])
     sh(container, ["mkdir", "-p", f"{REMOTE}/module_utils"])
     for name in ("__init__.py", "vllm_bench.py", "vllm_probe.py"):
-        subprocess.run(["podman", "cp", str(REPO / "module_utils" / name),
+        subprocess.run(["podman", "cp", str(REPO / "plugins" / "module_utils" / name),
                         f"{container}:{REMOTE}/module_utils/{name}"], check=True)
     for name, text in (("driver.py", DRIVER), ("vllm_bench_serve.py", VLLM_BENCH), ("ours.py", OURS)):
         subprocess.run(["podman", "exec", "-i", container, "sh", "-c", f"cat > {REMOTE}/{name}"],
@@ -266,7 +266,7 @@ def main() -> int:
     url = f"http://{address}:{args.port}"
     copy_code(args.container)
     sh(args.container, [python, "-c", f"import sys; sys.path.insert(0, '{REMOTE}'); "
-                        "from module_utils.vllm_probe import wait_for_health; "
+                        "from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import wait_for_health; "
                         f"wait_for_health('{url}/v1', '', 900)"])
     loadavg = " ".join(sh(args.container, ["cat", "/proc/loadavg"]).split()[:3])
     print(f"load average before: {loadavg}", flush=True)

@@ -22,8 +22,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from module_utils.model_download import RemoteFile, http_download  # noqa: E402
-from module_utils.model_store import sha256_files  # noqa: E402
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import RemoteFile, http_download  # noqa: E402
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_store import sha256_files  # noqa: E402
 from tests.e2e.model_http_server import ModelHTTPServer  # noqa: E402
 
 BLOCK = 64 * 2**20

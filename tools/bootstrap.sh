@@ -52,6 +52,17 @@ install_controller_venv() {
   echo "$want" > "$stamp"
 }
 
+# The checkout is the collection vllm_fleet.fleet: linked where the venv's Ansible and Python find
+# installed collections (site-packages/ansible_collections), as `pip install` of a collection puts it.
+link_collection() {
+  local site target
+  site=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  target=$site/ansible_collections/vllm_fleet/fleet
+  [[ $(readlink "$target" 2>/dev/null) == "$REPO_ROOT" ]] && return
+  mkdir -p "$(dirname "$target")"
+  ln -sfn "$REPO_ROOT" "$target"
+}
+
 # The cpu profile's wheelhouse is downloaded for the test host's Python (Debian 12: 3.11).
 check_wheelhouse_python() {
   python3.11 -c 'import sys' >/dev/null 2>&1 || { log "python3.11 is needed to download the cpu wheelhouse"; exit 1; }
@@ -70,5 +81,6 @@ timed "bootstrap: Debian packages" install_apt_packages
 timed "bootstrap: test-host images (beside the venv)" build_images &
 images=$!
 timed "bootstrap: controller venv" install_controller_venv
+link_collection
 check_wheelhouse_python
 wait "$images" || { log "building the test-host images failed"; exit 1; }

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(REPO_ROOT / "plugins"))  # stdlib only: the collection's module_utils as a plain package
 
 from module_utils.vllm_triage import TriageReport, UnusableInput, load_rules, triage_path  # noqa: E402
 

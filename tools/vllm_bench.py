@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "plugins"))  # also run outside the controller venv
 
 from module_utils.roofline import roofline_for  # noqa: E402
 from module_utils.vllm_bench import BenchPlan, Endpoint, benchmark_service, coherence_cases, summary_lines  # noqa: E402

@@ -14,6 +14,7 @@ release failed and was rolled back, 1 anything else (2: bad usage).
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -29,7 +30,14 @@ from rich.table import Table
 
 from vllm_fleet.summary import EXIT_ERROR, RunSummary, group_hosts
 
-REPO = Path(__file__).resolve().parents[1]
+def collection_root() -> Path:
+    """Where the collection vllm_fleet.fleet is: installed beside this package by pip, or the
+    checkout that tools/bootstrap.sh linked into the controller venv."""
+    package = importlib.import_module("ansible_collections.vllm_fleet.fleet")
+    return Path(next(iter(package.__path__))).resolve()
+
+
+REPO = collection_root()
 PLAYBOOKS = {
     "deploy": "site.yml",
     "restart": "playbooks/rolling_restart.yml",

@@ -4,7 +4,7 @@
                   --tp T [--pp P] --max-model-len L [--gpu-memory-utilization U] [--gpu-name NAME]
                   [--bandwidth-gbs B] [--json FILE]
 
-The arithmetic is module_utils/planner.py (docs/planner.md). Exit codes: 0 go, 6 no-go (each reason
+The arithmetic is plugins/module_utils/planner.py (docs/planner.md). Exit codes: 0 go, 6 no-go (each reason
 names a fix), 1 the input could not be read, 2 bad usage.
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from module_utils.planner import (DEFAULT_GPU_MEMORY_UTILIZATION, EXIT_NO_GO, GIB, QUANT_BLOCKS, Layout, Plan,
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.planner import (DEFAULT_GPU_MEMORY_UTILIZATION, EXIT_NO_GO, GIB, QUANT_BLOCKS, Layout, Plan,
                                   load_config_model, load_gguf_model, make_plan)
 
 EXIT_GO = 0

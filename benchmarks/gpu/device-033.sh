@@ -40,7 +40,7 @@ start_unit() {  # name site
   # the unit's ExecStart is the role's launcher (vllm-fleet-serve = module_utils/serve_launcher.py),
   # which execs the venv's python (here the image's, with the kit on PYTHONPATH)
   setsid python3 "$G/benchmarks/gpu/run_unit.py" "$G/units/$n/vllm.service" --env-file "$G/units/$n/release.env" \
-    --env-file "$G/units/$n/vllm.env" --python "$(command -v python3)" --launcher "$G/module_utils/serve_launcher.py" \
+    --env-file "$G/units/$n/vllm.env" --python "$(command -v python3)" --launcher "$G/plugins/module_utils/serve_launcher.py" \
     --set PYTHONPATH="$site" > "$L/$n.log" 2>&1 < /dev/null &
   echo $! > "$L/$n.pid"; echo "$(date +%s)" > "$L/$n.t0"; stamp "started $n (pid $!, PYTHONPATH=$site)"
 }
@@ -128,7 +128,7 @@ tiny)
   PYTHONPATH=$G python3 - <<'PY' 2>&1 | tee "$R/patch.txt"
 import json, os
 from pathlib import Path
-from module_utils.patch_series import apply_series
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
 home, series = Path(os.path.expanduser("~")), Path(os.path.expanduser("~/gpu/series"))
 for site, dists in (("site-p", ("vllm", "vllm-gguf-plugin")), ("site-vu", ("vllm-gguf-plugin",))):
     for dist in dists:
@@ -177,7 +177,7 @@ inv)
   # change each (derived from the rendered env file with sed, so the rest stays the role's)
   if [ ! -d ~/site-p ]; then
     cp -al ~/site ~/site-p && PYTHONPATH=$G python3 -c "
-import os; from pathlib import Path; from module_utils.patch_series import apply_series
+import os; from pathlib import Path; from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
 for d in ('vllm', 'vllm-gguf-plugin'): print(apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()['series_id'])
 " | tee "$R/patch-inv.txt"
   fi
@@ -212,7 +212,7 @@ cause)
   python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
   rm -rf ~/site-p ~/site-r && cp -al ~/site ~/site-p
   PYTHONPATH=$G python3 -c "
-import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
+import json, os; from pathlib import Path; from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
 for d in ('vllm', 'vllm-gguf-plugin'):
     r = apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()
     print('site-p', json.dumps({k: r[k] for k in ('distribution', 'version', 'series_id', 'action')}))
@@ -266,7 +266,7 @@ cause2)
   python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
   rm -rf ~/site-p && cp -al ~/site ~/site-p
   PYTHONPATH=$G python3 -c "
-import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
+import json, os; from pathlib import Path; from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
 for d in ('vllm', 'vllm-gguf-plugin'):
     r = apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()
     print('site-p', json.dumps({k: r[k] for k in ('distribution', 'version', 'series_id', 'action')}))
@@ -309,7 +309,7 @@ cause3)
   python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
   rm -rf ~/site-p && cp -al ~/site ~/site-p
   PYTHONPATH=$G python3 -c "
-import json, os; from pathlib import Path; from module_utils.patch_series import apply_series
+import json, os; from pathlib import Path; from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
 for d in ('vllm', 'vllm-gguf-plugin'):
     r = apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()
     print('site-p', json.dumps({k: r[k] for k in ('distribution', 'version', 'series_id', 'action')}))

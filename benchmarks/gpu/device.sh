@@ -55,7 +55,7 @@ start|startx2)
   python3 - <<'PY' 2>&1 | tee "$HOME/results/patch.txt"
 import json, os
 from pathlib import Path
-from module_utils.patch_series import apply_series
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
 for dist in ("vllm", "vllm-gguf-plugin"):
     print(json.dumps(apply_series(Path(os.path.expanduser("~/site-p")), Path(os.path.expanduser("~/series")), dist).as_dict()))
 PY

@@ -12,7 +12,7 @@ environment (e.g. PYTHONPATH of a kit).
 
 Where ExecStart starts with the role's launcher (vllm-fleet-serve PYTHON -m vllm...), --python
 replaces the word after it, and --launcher FILE runs the launcher from FILE (the checkout's
-module_utils/serve_launcher.py, which the role installs as vllm-fleet-serve) with this
+plugins/module_utils/serve_launcher.py, which the role installs as vllm-fleet-serve) with this
 interpreter: the launcher then resolves --host and execs vLLM, as on a host. The launcher
 execs its command without a PATH search, so --python should be an absolute path there.
 
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--env-file", type=Path, action="append", default=[],
                     help="repeatable, read in order (default: the unit's EnvironmentFile lines)")
     ap.add_argument("--python", help="replace ExecStart's first word (the venv's python)")
-    ap.add_argument("--launcher", help=f"run ExecStart's {LAUNCHER} from this file (module_utils/serve_launcher.py)")
+    ap.add_argument("--launcher", help=f"run ExecStart's {LAUNCHER} from this file (plugins/module_utils/serve_launcher.py)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     ap.add_argument("--dry-run", action="store_true", help="print the command and environment as JSON")
     args = ap.parse_args(argv)

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import shutil
 import warnings
+from pathlib import Path
 from typing import Iterator
 
 import pytest
 
 from tests.conftest import DEMO_MODEL_DIR, ansible_env
-from tests.harness import golden
+from tests.harness import collection, golden
 from tests.harness.hosts import API_KEY, PlayRun, TestHost  # noqa: F401 (the e2e modules import them from here)
 from tests.harness.fleet_testbed import testhost
 
@@ -51,12 +52,19 @@ def fresh_host() -> Iterator[None]:
     testhost("down", HOST)
 
 
-# The one deploy from a bare host. Its converged host becomes the golden image that molecule and
-# the fleet start from (tests/harness/golden.py).
 @pytest.fixture(scope="package")
-def first_run(tmp_path_factory) -> PlayRun:
+def installed_collection(tmp_path_factory) -> Path:
+    """The checkout built and installed as a collection, as an operator installs it."""
+    return collection.install(tmp_path_factory.mktemp("collection"))
+
+
+# The one deploy from a bare host, by the installed collection's vllm_fleet.fleet.site (the
+# checkout's site.yml runs second and must find nothing to change). Its converged host becomes the
+# golden image that molecule and the fleet start from (tests/harness/golden.py).
+@pytest.fixture(scope="package")
+def first_run(installed_collection: Path, tmp_path_factory) -> PlayRun:
     try:
-        run = run_playbook(tmp_path_factory.mktemp("run1"))
+        run = run_playbook(tmp_path_factory.mktemp("run1"), installed=installed_collection)
         if run.rc == 0:
             try:
                 golden.capture(HOST)

@@ -11,14 +11,20 @@ import openai
 from openai import OpenAI
 
 from tests.conftest import DEMO_MODEL_DIR
+from tests.harness import collection
 from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
 
-def test_first_run_deploys_and_verifies(first_run: PlayRun):
+def test_first_run_deploys_and_verifies(first_run: PlayRun, installed_collection: Path):
     assert first_run.rc == 0, first_run.output[-6000:]
     assert first_run.changed > 0
+    # Deployed by the installed collection: every task it ran is a file of the installed copy.
+    installed = str(collection.installed_root(installed_collection))
+    task_paths = {event["event_data"]["task_path"].rsplit(":", 1)[0] for event in first_run.events
+                  if event.get("event") == "runner_on_ok" and event["event_data"].get("task_path")}
+    assert task_paths and all(path.startswith(installed) for path in task_paths), sorted(task_paths)[:5]
     verified = first_run.task_result("Benchmark the service and check its output from the controller")
     assert verified["server_version"] == "0.32.0"
     assert [case["ok"] for case in verified["coherence"]] == [True, True]

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import json
+import subprocess
 import threading
 import urllib.request
 import pytest
@@ -26,10 +27,13 @@ FIRST, MIDDLE, LAST = HOSTS
 # a second after each step: light steady traffic, so that a restarting host is not starved by a
 # spinning one (real hosts have their own CPUs).
 LOAD = {"concurrency": 1, "max_tokens": 16, "pause": 2.0}
-# Beside it, until the balancer takes the first host out (drained, in maintenance or seen down), a
-# burst: short requests back to back, so that the moment that host leaves the rotation is covered
-# densely, without starving the hosts that start afterwards.
+# Beside it, until 3 s after the first host's unit began to stop, a burst: short requests back to
+# back, so that the stop is covered densely, without starving the hosts that start afterwards.
+# (After SIGTERM, vLLM 0.32 answers /health 200 but fails new completions with HTTP 500 "cannot
+# schedule new futures after shutdown" for seconds, until its listener closes: only a drain keeps
+# the balancer from sending them there.)
 BURST = {"concurrency": 2, "max_tokens": 4, "pause": 0.0}
+BURST_AFTER_STOP_SECONDS = 3
 
 
 
@@ -61,15 +65,6 @@ class BalancerWatch:
             except Exception:  # noqa: BLE001 a sample lost to a busy podman exec is only a gap
                 continue
 
-    def wait_out(self, host: str, timeout: float) -> bool:
-        """Until the latest sample shows host out of the rotation: drained, in maintenance or down."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and not self._stop.is_set():
-            if self.samples and host in self.samples[-1] and is_out(*self.samples[-1][host]):
-                return True
-            time.sleep(0.2)
-        return False
-
     def taken_out(self) -> set[str]:
         return {name for sample in self.samples for name, (_op, admin) in sample.items()
                 if admin & (ADMIN_MAINT | ADMIN_DRAIN)}
@@ -86,27 +81,32 @@ def is_out(op: int, admin: int) -> bool:
 
 
 class Traffic:
-    """LOAD through the balancer for the whole roll, BURST until `first` leaves the rotation, and the
-    balancer's member states sampled meanwhile."""
+    """LOAD through the balancer for the whole roll, BURST until shortly after `first`'s unit began
+    to stop, and the balancer's member states sampled meanwhile."""
 
     def __init__(self, lb: str, first: str):
         self.lb, self.first = lb, first
         self.load = LoadGenerator(LB_URL, "demo", **LOAD)
         self.burst = LoadGenerator(LB_URL, "demo", **BURST)
         self.watch = BalancerWatch(lb)
-        self._until_out = threading.Thread(target=self._burst_until_out, daemon=True)
-        self.retried = 0
+        self._until_stopped = threading.Thread(target=self._burst_until_stopped, daemon=True)
+        self._stop_watch: subprocess.Popen | None = None
+        self.retried = self.first_5xx = 0
 
-    def _burst_until_out(self) -> None:
-        self.watch.wait_out(self.first, timeout=900)
+    def _burst_until_stopped(self) -> None:
+        self._stop_watch = subprocess.Popen(["podman", "exec", self.first, "sh", "-c",
+                                             "while systemctl -q is-active vllm; do sleep 0.2; done"])
+        self._stop_watch.wait()
+        time.sleep(BURST_AFTER_STOP_SECONDS)
         self.burst.stop()
 
     def __enter__(self) -> "Traffic":
         self._retried_before = retried_or_redispatched(self.lb)
+        self._first_5xx_before = answered_5xx(self.lb, self.first)
         self.watch.__enter__()
         self.load.start()
         self.burst.start()
-        self._until_out.start()
+        self._until_stopped.start()
         time.sleep(5)
         return self
 
@@ -115,8 +115,11 @@ class Traffic:
         self.burst.stop()
         self.load.stop()
         self.watch.__exit__()
-        self._until_out.join(timeout=30)
+        if self._stop_watch and self._stop_watch.poll() is None:  # the roll ended before this host stopped
+            self._stop_watch.kill()
+        self._until_stopped.join(timeout=30)
         self.retried = retried_or_redispatched(self.lb) - self._retried_before
+        self.first_5xx = answered_5xx(self.lb, self.first) - self._first_5xx_before
 
     @property
     def failed(self) -> int:
@@ -126,11 +129,16 @@ class Traffic:
         load, burst = self.load.counts, self.burst.counts
         return (f"{load.sent} steady requests ({load.failed} failed {load.as_dict()['errors']}), "
                 f"{burst.sent} burst requests ({burst.failed} failed {burst.as_dict()['errors']}), "
-                f"{self.retried} retried or redispatched by HAProxy; {len(self.watch.samples)} balancer samples")
+                f"{self.retried} retried or redispatched by HAProxy, {self.first_5xx} answered 5xx by {self.first}; "
+                f"{len(self.watch.samples)} balancer samples")
 
 
 def retried_or_redispatched(lb: str) -> int:
     return sum(int(row.get("wretr") or 0) + int(row.get("wredis") or 0) for row in haproxy_stats(lb).values())
+
+
+def answered_5xx(lb: str, member: str) -> int:
+    return int(haproxy_stats(lb)[member].get("hrsp_5xx") or 0)
 
 
 def completes(base_url: str) -> bool:

@@ -29,10 +29,10 @@ WHEELHOUSE = REPO_ROOT / ".cache" / "wheelhouse"
 # What a host converged by python_env and model depends on (directories are hashed file by file).
 # The demo profile has no patch series, so the vllm role leaves the venv as installed. Anything
 # missed here shows up as a change by python_env or model on a golden host, which the tests assert.
-KEY_INPUTS = ["roles/python_env", "roles/model", "library/model_fetch.py", "library/model_profile_check.py",
-              "library/gguf_model_check.py", "module_utils/model_download.py", "module_utils/model_fetch.py",
-              "module_utils/model_profile.py", "module_utils/model_store.py", "module_utils/gguf_files.py",
-              "filter_plugins", "files/models/demo-qwen3", "inventory/local", "playbooks/deploy.yml",
+KEY_INPUTS = ["roles/python_env", "roles/model", "plugins/modules/model_fetch.py", "plugins/modules/model_profile_check.py",
+              "plugins/modules/gguf_model_check.py", "plugins/module_utils/model_download.py", "plugins/module_utils/model_fetch.py",
+              "plugins/module_utils/model_profile.py", "plugins/module_utils/model_store.py", "plugins/module_utils/gguf_files.py",
+              "plugins/filter", "files/models/demo-qwen3", "inventory/local", "playbooks/deploy.yml",
               "tools/testhost.sh", "tests/harness/golden.py"]
 # The roles the image holds the result of; a run on a golden host must report none of them changed.
 CONVERGED_ROLES = ("python_env", "model")
@@ -230,7 +230,9 @@ def changed_tasks(events: list[dict], roles: tuple[str, ...] = CONVERGED_ROLES) 
     for event in events:
         data = event.get("event_data", {})
         result = data.get("res", {})
-        if event.get("event") == "runner_on_ok" and data.get("role") in roles and result.get("changed"):
+        # A collection role reports its full name (vllm_fleet.fleet.model), a checkout's its own.
+        role = (data.get("role") or "").rsplit(".", 1)[-1]
+        if event.get("event") == "runner_on_ok" and role in roles and result.get("changed"):
             printed = result.get("stdout_lines") or []
             changed.append(f"{data.get('host')}: {data.get('role')} : {data.get('task')}"
                            + (f" {printed[:5]}" if printed else ""))

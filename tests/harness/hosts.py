@@ -11,7 +11,7 @@ from pathlib import Path
 import ansible_runner
 
 from tests.conftest import REPO_ROOT
-from tests.harness import timings
+from tests.harness import collection, timings
 
 # The test hosts serve behind an API key, as a production one does (every run passes it).
 API_KEY = "e2e-test-key"
@@ -70,16 +70,25 @@ class TestHost:
                      self.on_host("systemctl show vllm --property=ActiveState,MainPID").splitlines())
         return props["ActiveState"], props["MainPID"]
 
-    def run_playbook(self, workdir: Path, playbook: str = "site.yml", cmdline: str = "", **extravars) -> PlayRun:
+    def run_playbook(self, workdir: Path, playbook: str = "site.yml", cmdline: str = "",
+                     installed: Path | None = None, **extravars) -> PlayRun:
+        """The checkout's playbook, or with installed (a collections path, tests/harness/collection.py)
+        the installed collection's own (vllm_fleet.fleet.<name>) with no role from the checkout."""
         workdir.mkdir(parents=True, exist_ok=True)
         started = time.perf_counter()
+        envvars = {"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg")}
+        target = str(REPO_ROOT / playbook)
+        if installed:
+            envvars = {"ANSIBLE_CONFIG": str(collection.config_without_checkout_roles(workdir)),
+                       "ANSIBLE_COLLECTIONS_PATH": str(installed)}
+            target = f"{collection.NAME}.{Path(playbook).stem}"
         result = ansible_runner.run(
             private_data_dir=str(workdir),
             project_dir=str(REPO_ROOT),
-            playbook=str(REPO_ROOT / playbook),
+            playbook=target,
             inventory=str(REPO_ROOT / "inventory" / "local"),
             extravars={"vllm_service_api_key": API_KEY, **extravars},
-            envvars={"ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"), "ANSIBLE_NOCOLOR": "1",
+            envvars={**envvars, "ANSIBLE_NOCOLOR": "1",
                      "VLLM_FLEET_LOCAL_SSH_PORT": str(self.ssh_port),
                      "VLLM_FLEET_LOCAL_API_PORT": str(self.api_port),
                      "VLLM_FLEET_RESULTS_DIR": str(self.results_dir)},

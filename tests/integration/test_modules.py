@@ -1,4 +1,4 @@
-"""The thin modules in library/ as Ansible runs them (ad-hoc on the controller)."""
+"""The thin modules in plugins/modules/ as Ansible runs them (ad-hoc on the controller)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from tests.conftest import DEMO_MODEL_DIR, run
 
 
 def adhoc(module: str, args: dict, check: bool = False) -> tuple[int, dict]:
-    result = run(["ansible", "localhost", "-o", *(["-C"] if check else []), "-m", module, "-a", json.dumps(args)])
+    result = run(["ansible", "localhost", "-o", *(["-C"] if check else []), "-m", f"vllm_fleet.fleet.{module}", "-a", json.dumps(args)])
     # one-line output: "localhost | SUCCESS => {...}" or "localhost | FAILED! => {...}"
     line = next(line for line in result.stdout.splitlines() if line.startswith("localhost |"))
     return result.returncode, json.loads(line.split("=>", 1)[1])

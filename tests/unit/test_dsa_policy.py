@@ -1,4 +1,4 @@
-"""module_utils/dsa_policy.py: sparse DSA or dense MLA, from nvidia-smi outputs recorded on real machines."""
+"""plugins/module_utils/dsa_policy.py: sparse DSA or dense MLA, from nvidia-smi outputs recorded on real machines."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.dsa_policy import PolicyError, check_backend, decide
-from module_utils.nvidia_smi import parse_query_csv, parse_query_xml
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.dsa_policy import PolicyError, check_backend, decide
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.nvidia_smi import parse_query_csv, parse_query_xml
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "nvidia_smi"
 
@@ -96,7 +96,7 @@ def test_role_precheck_lists_the_same_dense_only_backends():
     """The vllm_service precheck refuses sparse DSA on a dense-only backend with the module's list."""
     import re
 
-    from module_utils.dsa_policy import DENSE_MLA_BACKENDS
+    from ansible_collections.vllm_fleet.fleet.plugins.module_utils.dsa_policy import DENSE_MLA_BACKENDS
     task = (Path(__file__).resolve().parents[2] / "roles" / "vllm_service" / "tasks" / "precheck.yml").read_text()
     listed = re.search(r"vllm_service_attention_backend \| upper in \[([^\]]*)\]", task)
     assert listed, "the precheck no longer checks the backend against the DSA mode"

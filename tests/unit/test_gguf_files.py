@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.gguf_files import inspect_model_dir, missing_split_parts
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gguf_files import inspect_model_dir, missing_split_parts
 from tests.conftest import DEMO_MODEL_DIR, GLM5_REFERENCE_DIR
 
 DEMO_GGUF = "demo-qwen3-F32.gguf"

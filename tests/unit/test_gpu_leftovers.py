@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.gpu_leftovers import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import (
     CleanupResult,
     Scope,
     find_holders,
@@ -158,7 +158,7 @@ def test_stale_shm_spares_files_in_use(tmp_path: Path, children):
 
 
 def test_out_of_scope_message_names_each_process():
-    from module_utils.gpu_leftovers import Holder
+    from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import Holder
     message = out_of_scope_message([Holder(42, "root", "python3 -m http.server 8000", ["listens on port 8000"])])
     assert "refusing to stop 1 process(es) outside the cleanup scope" in message and "Nothing was stopped" in message
     assert "pid 42 (root: python3 -m http.server 8000) listens on port 8000" in message

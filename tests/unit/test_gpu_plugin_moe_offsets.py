@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.patch_series import apply_series
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
 from tests.unit.test_patch_series_real import find_wheel, pristine_site, PATCHES
 
 EXPERT_LOAD = re.compile(r"^\s*expert = tl\.load\(expert_ids_ptr \+ pid_m\)(?P<cast>\.to\(tl\.int64\))?$", re.M)

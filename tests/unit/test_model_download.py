@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from module_utils.model_download import shown_url
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import shown_url
 
 
 def test_messages_never_show_a_presigned_urls_query_or_credentials():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.model_download import RemoteFile
-from module_utils.model_fetch import FetchRequest, ensure_model
-from module_utils.model_store import MANIFEST, ModelStore
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import RemoteFile
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_fetch import FetchRequest, ensure_model
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_store import MANIFEST, ModelStore
 from tests.e2e.model_http_server import ModelHTTPServer
 
 from tests.fixtures.models.make_split_demo import HF_FILES, split_gguf

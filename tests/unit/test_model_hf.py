@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.model_download import resolve_hf
-from module_utils.model_fetch import FetchRequest, ensure_model
-from module_utils.model_store import ModelStore
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import resolve_hf
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_fetch import FetchRequest, ensure_model
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_store import ModelStore
 from tests.unit.test_model_fetch import SHARDS, make_set
 
 pytest.importorskip("huggingface_hub")

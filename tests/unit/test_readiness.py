@@ -9,8 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from module_utils.readiness import Endpoint, crash_sign, wait_until_ready
-from module_utils.systemd_unit import parse_show, read_journal, read_unit_state, unit_state_from_show
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import Endpoint, crash_sign, wait_until_ready
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.systemd_unit import parse_show, read_journal, read_unit_state, unit_state_from_show
 
 # `systemctl show vllm --timestamp=unix --property=...` of a unit crash-looping on a bad argument.
 SHOW_AUTO_RESTART = """ActiveState=activating

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.releases import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.releases import (
     ReleaseError, link_target, linked_venvs, mark_verified, prune, releases, rollback, state, switch,
 )
 
@@ -146,7 +146,7 @@ def test_a_refused_automatic_rollback_still_marks_the_failed_release(root: Path)
 
 
 def test_described_carries_the_current_release_manifest_and_the_outcome_wins(root: Path):
-    from module_utils.releases import described
+    from ansible_collections.vllm_fleet.fleet.plugins.module_utils.releases import described
 
     switch(root, "aaa")
     assert described(root, {})["current_manifest"]["id"] == "aaa"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.roofline import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.roofline import (
     Roofline, TensorSize, bytes_touched_per_token, gpu_bandwidth_gbs, roofline_for, split_siblings,
 )
 from tests.conftest import DEMO_MODEL_DIR, GLM5_REFERENCE_DIR

@@ -1,4 +1,4 @@
-"""module_utils/series_check.py against the repository's own series and profiles."""
+"""plugins/module_utils/series_check.py against the repository's own series and profiles."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from module_utils.series_check import dsa_series_problems, pinned_versions
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.series_check import dsa_series_problems, pinned_versions
 
 ROOT = Path(__file__).resolve().parents[2]
 SERIES = str(ROOT / "files" / "patches")

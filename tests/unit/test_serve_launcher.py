@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from module_utils import serve_launcher
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils import serve_launcher
 from tests.conftest import REPO_ROOT
 
 # A podman test host's interfaces.
@@ -56,7 +56,7 @@ def test_no_address_in_the_network_names_the_network_and_what_the_host_has():
 
 
 def run_script(*args: str, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO_ROOT / "module_utils" / "serve_launcher.py"), *args],
+    return subprocess.run([sys.executable, str(REPO_ROOT / "plugins" / "module_utils" / "serve_launcher.py"), *args],
                           capture_output=True, text=True, env={**os.environ, **env})
 
 

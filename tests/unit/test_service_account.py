@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from filter_plugins.service_account import service_account_problems, service_group_problems
+from ansible_collections.vllm_fleet.fleet.plugins.filter.service_account import service_account_problems, service_group_problems
 
 HOME = "/var/lib/vllm"
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from filter_plugins.setting_ranges import bind_network_problems, gpu_count_problems, setting_range_problems
+from ansible_collections.vllm_fleet.fleet.plugins.filter.setting_ranges import bind_network_problems, gpu_count_problems, setting_range_problems
 
 
 def test_settings_in_range_pass_and_each_bad_one_is_named():

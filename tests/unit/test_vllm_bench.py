@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from module_utils.vllm_bench import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_bench import (
     BenchError, CoherenceCase, Endpoint, RequestRecord, StreamTimer, Summary, coherence_cases, judge, make_prompts,
     percentile, run_load, single_stream_decode, stream_completion, summarize, summary_lines,
 )
@@ -287,7 +287,7 @@ def test_a_failed_warmup_stops_the_load(vllm_like_server):
 def test_benchmark_service_against_a_streaming_server(vllm_like_server):
     from openai import OpenAI
 
-    from module_utils.vllm_bench import BenchPlan, benchmark_service
+    from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_bench import BenchPlan, benchmark_service
 
     client = OpenAI(base_url=vllm_like_server, api_key="EMPTY", timeout=30.0, max_retries=0)
     plan = BenchPlan(decode_requests=2, decode_max_tokens=4, concurrency=[1, 3], requests_per_level=3,

@@ -4,7 +4,7 @@ import urllib.error
 
 import pytest
 
-from module_utils.vllm_metrics import gauge_sum, in_flight, wait_until_idle
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_metrics import gauge_sum, in_flight, wait_until_idle
 
 # As vLLM 0.32 (CPU build) prints it, trimmed.
 METRICS = """\

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from module_utils.vllm_probe import ProbeError, probe_service, server_root, wait_for_health
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import ProbeError, probe_service, server_root, wait_for_health
 
 
 class FakeVllm:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from module_utils.vllm_triage import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage import (
     CAUSE_CLASSES,
     WINDOW_LINES,
     UnusableInput,

@@ -79,7 +79,7 @@ health_wait_seconds:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.vllm_probe import ProbeError, probe_service
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import ProbeError, probe_service
 
 
 def main() -> None:

@@ -25,7 +25,7 @@ options:
   health_timeout: {description: Seconds to wait for /health., type: float, default: 300}
   request_timeout: {description: Seconds one request may take., type: float, default: 300}
   plan:
-    description: What to measure (keys of BenchPlan in module_utils/vllm_bench.py).
+    description: What to measure (keys of BenchPlan in plugins/module_utils/vllm_bench.py).
     type: dict
     default: {}
   coherence:
@@ -108,10 +108,10 @@ import time
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.bench_history import append_record, previous_record, regressions, threshold_failures
-from ansible.module_utils.vllm_bench import (BenchError, BenchPlan, Endpoint, benchmark_service, coherence_cases,
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.bench_history import append_record, previous_record, regressions, threshold_failures
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_bench import (BenchError, BenchPlan, Endpoint, benchmark_service, coherence_cases,
                                              server_version, summary_lines)
-from ansible.module_utils.vllm_probe import ProbeError, connect
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import ProbeError, connect
 
 
 def measure(params: dict) -> dict:

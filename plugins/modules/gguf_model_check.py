@@ -58,7 +58,7 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gguf_files import inspect_model_dir
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gguf_files import inspect_model_dir
 
 
 def main() -> None:

@@ -52,7 +52,7 @@ nvidia_gpu:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.nvidia_smi import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.nvidia_smi import (
     QUERY_FIELDS,
     nvml_mismatch,
     parse_query_csv,

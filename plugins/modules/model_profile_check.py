@@ -39,7 +39,7 @@ problems:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.model_profile import profile_problems
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_profile import profile_problems
 
 
 def main() -> None:

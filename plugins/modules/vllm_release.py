@@ -107,8 +107,8 @@ releases:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.patch_series import unlinked_clones
-from ansible.module_utils.releases import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import unlinked_clones
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.releases import (
     ReleaseError, described, linked_venvs, mark_verified, prune, remove_tree, rollback, state, switch,
 )
 

@@ -79,7 +79,7 @@ not_installed:
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.patch_series import PatchError, patched_env
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import PatchError, patched_env
 
 
 def main() -> None:

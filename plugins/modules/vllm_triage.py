@@ -84,8 +84,8 @@ import io
 import time
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.systemd_unit import read_journal, read_unit_state
-from ansible.module_utils.vllm_triage import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.systemd_unit import read_journal, read_unit_state
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage import (
     UnusableInput,
     rules_from_data,
     triage,

@@ -75,7 +75,7 @@ reason:
 import urllib.error
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.vllm_metrics import wait_until_idle
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_metrics import wait_until_idle
 
 
 def main() -> None:

@@ -13,24 +13,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-try:  # as Ansible ships it
-    from ansible.module_utils.gguf_files import CONFIG_FILE, TOKENIZER_FILES, read_shard_header, split_set_problems
-    from ansible.module_utils.model_download import (
-        FetchError, RemoteFile, Transfer, check_free_space, copy_local, git_blob_sha1, head_size, hf_download,
-        http_download,
-    )
-    from ansible.module_utils.model_store import (
-        ModelStore, manifest_for, read_manifest, sha256_files, unchanged_since_manifest, version_id, write_manifest,
-    )
-except ImportError:  # unit tests import the repository's module_utils package
-    from module_utils.gguf_files import CONFIG_FILE, TOKENIZER_FILES, read_shard_header, split_set_problems
-    from module_utils.model_download import (
-        FetchError, RemoteFile, Transfer, check_free_space, copy_local, git_blob_sha1, head_size, hf_download,
-        http_download,
-    )
-    from module_utils.model_store import (
-        ModelStore, manifest_for, read_manifest, sha256_files, unchanged_since_manifest, version_id, write_manifest,
-    )
+from .gguf_files import CONFIG_FILE, TOKENIZER_FILES, read_shard_header, split_set_problems
+from .model_download import (
+    FetchError, RemoteFile, Transfer, check_free_space, copy_local, git_blob_sha1, head_size, hf_download,
+    http_download,
+)
+from .model_store import (
+    ModelStore, manifest_for, read_manifest, sha256_files, unchanged_since_manifest, version_id, write_manifest,
+)
 
 
 @dataclass

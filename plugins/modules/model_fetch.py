@@ -111,10 +111,10 @@ problems: {description: What is wrong, one sentence each, naming the file., retu
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gguf_files import CONFIG_FILE, OPTIONAL_HF_FILES, TOKENIZER_FILES
-from ansible.module_utils.model_download import FetchError, RemoteFile, resolve_hf
-from ansible.module_utils.model_fetch import FetchRequest, ensure_model
-from ansible.module_utils.model_profile import plain_name_problem, url_file_name
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gguf_files import CONFIG_FILE, OPTIONAL_HF_FILES, TOKENIZER_FILES
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import FetchError, RemoteFile, resolve_hf
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_fetch import FetchRequest, ensure_model
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_profile import plain_name_problem, url_file_name
 
 HF_FILES = [CONFIG_FILE, *TOKENIZER_FILES, *OPTIONAL_HF_FILES]
 

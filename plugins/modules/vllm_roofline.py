@@ -44,7 +44,7 @@ import shutil
 import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.roofline import roofline_for
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.roofline import roofline_for
 
 
 def nvidia_smi_gpu_name() -> str | None:

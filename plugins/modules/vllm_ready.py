@@ -76,9 +76,9 @@ triage:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.readiness import Endpoint, wait_until_ready
-from ansible.module_utils.systemd_unit import read_journal, read_unit_state
-from ansible.module_utils.vllm_triage import parse_log, rules_from_data, triage
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import Endpoint, wait_until_ready
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.systemd_unit import read_journal, read_unit_state
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage import parse_log, rules_from_data, triage
 
 
 def failure_message(unit: str, reason: str, seconds: float, report: dict) -> str:

@@ -124,7 +124,7 @@ import os
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.gpu_leftovers import (
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import (
     DEFAULT_SYSTEM_DAEMONS,
     CleanupResult,
     Scope,

@@ -6,12 +6,8 @@ import re
 from pathlib import PurePosixPath
 from urllib.parse import unquote, urlsplit
 
-try:  # as Ansible ships it
-    from ansible.module_utils.gguf_files import missing_split_parts
-    from ansible.module_utils.model_download import shown_url
-except ImportError:  # unit tests import the repository's module_utils package
-    from module_utils.gguf_files import missing_split_parts
-    from module_utils.model_download import shown_url
+from .gguf_files import missing_split_parts
+from .model_download import shown_url
 
 SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 SOURCES = ("controller", "url", "hf", "local")
