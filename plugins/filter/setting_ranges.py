@@ -1,7 +1,7 @@
 """setting_range_problems / gpu_count_problems / bind_network_problems: the settings an argument
 spec can only type-check, checked before any host is changed.
 
-    {{ {'vllm_service_port': [vllm_service_port, 1, 65535]} | setting_range_problems }}
+    {{ {'vllm_service_port': [vllm_service_port, 1, 65535]} | vllm_fleet.fleet.setting_range_problems }}
 
 Each entry is [value, minimum, maximum]; a bound may be null (unbounded), and a minimum given
 as a string ending in ")" (e.g. "0)") excludes itself.

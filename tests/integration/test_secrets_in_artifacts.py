@@ -58,10 +58,10 @@ def playbook(tmp_path: Path) -> Path:
   gather_facts: false
   tasks:
     - name: Check a profile whose URL names no file and gives no sha256
-      model_profile_check: {{source: url, gguf_files: [demo.gguf], urls: "{{{{ nameless }}}}"}}
+      vllm_fleet.fleet.model_profile_check: {{source: url, gguf_files: [demo.gguf], urls: "{{{{ nameless }}}}"}}
       ignore_errors: true
     - name: Download the set
-      model_fetch:
+      vllm_fleet.fleet.model_fetch:
         name: demo
         root: "{tmp_path}/models"
         source: url
