@@ -16,17 +16,17 @@ overhead ratio roll total / sum of those (target <= 1.10), with the by-hand sum 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.harness.fleet_testbed import REPO_ROOT, LocalFleet, internal_url, on, run_playbook  # noqa: E402
 from tests.harness.loadgen import LoadGenerator  # noqa: E402
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import CompletionFailed, probe_once  # noqa: E402
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint  # noqa: E402
 
 CHAIN = ("Stop vllm", "Stop leftover GPU and vLLM processes, remove stale shared memory", "Start vllm",
          "Wait until vLLM serves, failing fast on a crash")
@@ -34,15 +34,10 @@ WORK = REPO_ROOT / ".cache" / "bench-rolling"
 
 
 def ready(base_url: str) -> bool:
+    """The readiness gate's own probe: /health, /v1/models lists demo, a completion with tokens."""
     try:
-        with urllib.request.urlopen(f"{base_url}/models", timeout=5) as response:
-            if "demo" not in response.read().decode():
-                return False
-        body = json.dumps({"model": "demo", "prompt": "Hello", "max_tokens": 2}).encode()
-        request = urllib.request.Request(f"{base_url}/completions", data=body, headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return response.status == 200
-    except OSError:
+        return probe_once(Endpoint(base_url, timeout=30), "demo")[0]
+    except CompletionFailed:
         return False
 
 

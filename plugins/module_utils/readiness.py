@@ -7,13 +7,11 @@ returns tokens: /health can answer while the engine is already dead. Standard li
 
 from __future__ import annotations
 
-import json
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from .vllm_http import Endpoint
 
 
 @dataclass
@@ -26,28 +24,6 @@ class GateResult:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-@dataclass
-class Endpoint:
-    base_url: str  # http://host:port (no /v1)
-    model: str
-    api_key: str = ""
-    timeout: float = 30.0
-
-    def request(self, path: str, body: dict | None = None) -> tuple[int | None, Any]:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.base_url.rstrip("/") + path, data=data)
-        request.add_header("Content-Type", "application/json")
-        if self.api_key:
-            request.add_header("Authorization", f"Bearer {self.api_key}")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                return response.status, json.loads(response.read() or b"null")
-        except urllib.error.HTTPError as error:
-            return error.code, None
-        except (urllib.error.URLError, OSError, ValueError):
-            return None, None
 
 
 def crash_sign(baseline: Any, now: Any) -> str | None:
@@ -65,20 +41,23 @@ def crash_sign(baseline: Any, now: Any) -> str | None:
     return None
 
 
-def probe_once(endpoint: Endpoint) -> tuple[bool, str, int]:
+def probe_once(endpoint: Endpoint, model: str) -> tuple[bool, str, int]:
     """(ready, what is missing, completion tokens); a failed completion after health is fatal."""
-    status, _ = endpoint.request("/health")
-    if status != 200:
-        return False, f"/health answered {status or 'nothing'}", 0
-    status, models = endpoint.request("/v1/models")
-    served = [m.get("id") for m in (models or {}).get("data", [])] if status == 200 else []
-    if endpoint.model not in served:
-        return False, f"/v1/models answered {status} listing {served}", 0
-    status, completion = endpoint.request(
-        "/v1/completions", {"model": endpoint.model, "prompt": "Hello", "max_tokens": 4, "temperature": 0})
-    tokens = ((completion or {}).get("usage") or {}).get("completion_tokens", 0) if status == 200 else 0
+    health = endpoint.request("/health")
+    if health.status != 200:
+        return False, f"/health answered {health.status or 'nothing'}", 0
+    models = endpoint.request("/v1/models")
+    listed = models.json() if models.status == 200 else None
+    served = [m.get("id") for m in (listed or {}).get("data", [])] if isinstance(listed, dict) else []
+    if model not in served:
+        return False, f"/v1/models answered {models.status} listing {served}", 0
+    completion = endpoint.request(
+        "/v1/completions", {"model": model, "prompt": "Hello", "max_tokens": 4, "temperature": 0})
+    answer = completion.json() if completion.status == 200 else None
+    tokens = ((answer or {}).get("usage") or {}).get("completion_tokens", 0) if isinstance(answer, dict) else 0
     if not tokens:
-        raise CompletionFailed(f"/health and /v1/models answered but a completion got HTTP {status} with no tokens")
+        raise CompletionFailed(
+            f"/health and /v1/models answered but a completion got HTTP {completion.status} with no tokens")
     return True, "ready", tokens
 
 
@@ -88,6 +67,7 @@ class CompletionFailed(Exception):
 
 def wait_until_ready(
     endpoint: Endpoint,
+    model: str,
     read_state: Callable[[], Any],
     timeout: float,
     interval: float = 1.0,
@@ -104,7 +84,7 @@ def wait_until_ready(
         if sign:
             return GateResult(False, clock() - started, sign, asdict(now))
         try:
-            ready, last, tokens = probe_once(endpoint)
+            ready, last, tokens = probe_once(endpoint, model)
         except CompletionFailed as failure:
             # Give systemd a moment to notice the engine's death, so the report says how it ended.
             sleep(settle)

@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .vllm_probe import server_root
+from .vllm_http import Endpoint, event_data
 
 Clock = Callable[[], float]
 
@@ -166,22 +166,6 @@ def completion_body(model: str, prompt: str | list[int], max_tokens: int, ignore
                 stream_options={"include_usage": True}, ignore_eos=ignore_eos)
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    """Where a load goes: the API's base URL (.../v1), its key, the timeout of one request."""
-
-    base_url: str
-    api_key: str = ""
-    timeout: float = 300.0
-
-    @property
-    def completions_url(self) -> str:
-        return self.base_url.rstrip("/") + "/completions"
-
-    def headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-
-
 class StreamTimer:
     """Times one streamed completion from its event-stream lines, as `vllm bench serve` does.
 
@@ -200,10 +184,8 @@ class StreamTimer:
 
     def line(self, line: str) -> None:
         """Take one line of the stream (blank lines, comments and [DONE] change nothing)."""
-        if not line.startswith("data:"):
-            return
-        data = line[5:].strip()
-        if data == "[DONE]":
+        data = event_data(line)
+        if data is None or data == "[DONE]":
             return
         chunk = json.loads(data)
         if chunk.get("choices"):
@@ -462,16 +444,8 @@ def benchmark_service(client: Any, endpoint: Endpoint, model: str, plan: BenchPl
 
 def server_version(base_url: str, api_key: str, timeout: float = 10.0) -> str | None:
     """vLLM's own version from GET /version (recorded with every run)."""
-    import urllib.request
-
-    request = urllib.request.Request(server_root(base_url) + "/version")
-    if api_key:
-        request.add_header("Authorization", f"Bearer {api_key}")
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return json.load(response).get("version")
-    except (OSError, ValueError):
-        return None
+    answer = Endpoint(base_url, api_key, timeout).request("/version").json()
+    return answer.get("version") if isinstance(answer, dict) else None
 
 
 def summary_lines(result: dict[str, Any]) -> list[str]:

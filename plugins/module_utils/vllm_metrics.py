@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 import time
 import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Callable
+
+from .vllm_http import Endpoint
 
 IN_FLIGHT_GAUGES = ("vllm:num_requests_running", "vllm:num_requests_waiting")
 TOKEN_COUNTERS = ("vllm:prompt_tokens_total", "vllm:generation_tokens_total")
@@ -67,8 +68,8 @@ def in_flight(text: str, model: str | None = None) -> InFlight | None:
     return InFlight(running, waiting or 0.0, tokens)
 
 
-def fetch_metrics(url: str, timeout: float = 5.0) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
+def fetch_metrics(endpoint: Endpoint, timeout: float = 5.0) -> str:
+    with endpoint.open("/metrics", timeout=timeout) as response:
         return response.read().decode()
 
 
@@ -79,8 +80,8 @@ def refused(error: Exception) -> bool:
 
 
 def wait_until_idle(
-    url: str, model: str | None, timeout: float, interval: float = 0.5, stall_seconds: float = 10.0,
-    fetch: Callable[[str], str] = fetch_metrics, clock: Callable[[], float] = time.monotonic,
+    endpoint: Endpoint, model: str | None, timeout: float, interval: float = 0.5, stall_seconds: float = 10.0,
+    fetch: Callable[[Endpoint], str] = fetch_metrics, clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> DrainOutcome:
     """Poll /metrics until nothing runs or waits, the server is not listening, or timeout passes.
@@ -95,7 +96,7 @@ def wait_until_idle(
         polls += 1
         now = clock()
         try:
-            last = in_flight(fetch(url), model)
+            last = in_flight(fetch(endpoint), model)
         except urllib.error.HTTPError:
             raise
         except (urllib.error.URLError, ConnectionError, TimeoutError) as error:

@@ -75,6 +75,7 @@ reason:
 import urllib.error
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_metrics import wait_until_idle
 
 
@@ -91,11 +92,12 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    url = params["base_url"].rstrip("/") + "/metrics"
+    endpoint = Endpoint(params["base_url"])
+    url = endpoint.url("/metrics")
     # Check mode: one look (the balancer's drain did not happen, so traffic still flows).
     timeout = 0.0 if module.check_mode else params["timeout"]
     try:
-        outcome = wait_until_idle(url, params["model"], timeout, params["interval"], params["stall_seconds"])
+        outcome = wait_until_idle(endpoint, params["model"], timeout, params["interval"], params["stall_seconds"])
     except urllib.error.HTTPError as error:
         module.fail_json(msg=f"{url} answered HTTP {error.code}: cannot tell what is in flight")
     result = {"changed": False, "drained": outcome.drained, "waited_s": round(outcome.waited_s, 2),

@@ -76,7 +76,8 @@ triage:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import Endpoint, wait_until_ready
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import wait_until_ready
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.systemd_unit import read_journal, read_unit_state
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage import parse_log, rules_from_data, triage
 
@@ -107,9 +108,9 @@ def main() -> None:
     if module.check_mode:
         module.exit_json(changed=False, skipped=True, msg="check mode: nothing was started to wait for")
     rules = rules_from_data(p["triage_rules"])
-    endpoint = Endpoint(p["base_url"], p["model"], p["api_key"])
+    endpoint = Endpoint(p["base_url"], p["api_key"])
     since = read_unit_state(p["unit"]).started_at
-    result = wait_until_ready(endpoint, lambda: read_unit_state(p["unit"]), p["timeout"], p["interval"])
+    result = wait_until_ready(endpoint, p["model"], lambda: read_unit_state(p["unit"]), p["timeout"], p["interval"])
     if result.ready:
         module.exit_json(changed=False, **result.as_dict())
     report = triage(parse_log(read_journal(p["unit"], since=since - 1 if since else None)), rules).as_dict()

@@ -9,7 +9,6 @@ from pathlib import Path
 import json
 import subprocess
 import threading
-import urllib.request
 import pytest
 import yaml
 
@@ -17,6 +16,8 @@ from tests.fleet.conftest import PORT_BASE, PREFIX, cli, play
 from tests.harness.fleet_testbed import (
     LocalFleet, active, current_release, haproxy_servers, haproxy_states, haproxy_stats, internal_url, main_pid, on,
 )
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import probe_once
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint
 from tests.harness.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.slow
@@ -142,10 +143,8 @@ def answered_5xx(lb: str, member: str) -> int:
 
 
 def completes(base_url: str) -> bool:
-    body = json.dumps({"model": "demo", "prompt": "Hello", "max_tokens": 4}).encode()
-    request = urllib.request.Request(f"{base_url}/completions", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=60) as response:
-        return response.status == 200 and json.load(response)["usage"]["completion_tokens"] > 0
+    """The host serves on its own (not through the balancer): the readiness gate's probe passes."""
+    return probe_once(Endpoint(base_url, timeout=60), "demo")[0]
 
 
 def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path: Path):

@@ -6,7 +6,7 @@ request counts as served when the stream ends with [DONE], finishes for length a
 reports exactly max_tokens output tokens (ignore_eos); anything else (HTTP error, reset connection,
 a stream cut short, an aborted request) counts as failed, with its error kept.
 
-  .venv/bin/python tests/harness/loadgen.py --base-url http://127.0.0.1:8010/v1 --model demo --seconds 60
+  .venv/bin/python -m tests.harness.loadgen --base-url http://127.0.0.1:8010/v1 --model demo --seconds 60
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import urllib.error
-import urllib.request
+
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_bench import completion_body
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint, collect_stream
 
 
 @dataclass
@@ -36,33 +38,19 @@ class LoadCounts:
                 "output_tokens": self.output_tokens, "errors": dict(self.errors.most_common(5))}
 
 
-def one_request(url: str, headers: dict[str, str], model: str, prompt: str, max_tokens: int,
-                timeout: float) -> tuple[bool, int, str]:
-    body = {"model": model, "prompt": prompt, "max_tokens": max_tokens, "temperature": 0.0, "stream": True,
-            "stream_options": {"include_usage": True}, "ignore_eos": True}
-    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                     headers={"Content-Type": "application/json", **headers})
-    tokens, done, finish = 0, False, None
+def one_request(endpoint: Endpoint, model: str, prompt: str, max_tokens: int) -> tuple[bool, int, str]:
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            for raw in response:
-                line = raw.decode().strip()
-                if not line.startswith("data:"):
-                    continue
-                data = line[5:].strip()
-                if data == "[DONE]":
-                    done = True
-                    break
-                chunk = json.loads(data)
-                for choice in chunk.get("choices") or []:
-                    finish = choice.get("finish_reason") or finish
-                if chunk.get("usage"):
-                    tokens = chunk["usage"].get("completion_tokens", 0)
+        with endpoint.open("/v1/completions", completion_body(model, prompt, max_tokens, ignore_eos=True)) as response:
+            stream = collect_stream(response)
     except urllib.error.HTTPError as error:
         return False, 0, f"HTTP {error.code}: {error.read()[:200]!r}"
     except (OSError, ValueError) as error:  # refused, reset, timed out, a cut-off JSON line
-        return False, tokens, f"{type(error).__name__}: {error}"
-    if not done:
+        return False, 0, f"{type(error).__name__}: {error}"
+    usage = [chunk["usage"] for chunk in stream.chunks if chunk.get("usage")]
+    tokens = usage[-1].get("completion_tokens", 0) if usage else 0
+    reasons = [choice.get("finish_reason") for chunk in stream.chunks for choice in chunk.get("choices") or []]
+    finish = next((reason for reason in reversed(reasons) if reason), None)
+    if not stream.done:
         return False, tokens, "stream ended early"
     # ignore_eos: a whole answer has exactly max_tokens and stops for length; fewer, or another
     # reason (vLLM aborts requests it cannot finish when it shuts down), is a cut-short answer.
@@ -74,10 +62,8 @@ def one_request(url: str, headers: dict[str, str], model: str, prompt: str, max_
 class LoadGenerator:
     def __init__(self, base_url: str, model: str, concurrency: int = 2, max_tokens: int = 16,
                  api_key: str = "", timeout: float = 120.0, pause: float = 0.0) -> None:
-        self.url = base_url.rstrip("/") + "/completions"
+        self.endpoint = Endpoint(base_url, api_key, timeout)
         self.model, self.concurrency, self.max_tokens = model, concurrency, max_tokens
-        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self.timeout = timeout
         self.pause = pause  # think time between one client's requests
         self.counts = LoadCounts()
         self._lock = threading.Lock()
@@ -88,9 +74,8 @@ class LoadGenerator:
         number = 0
         while not self._stop.is_set():
             number += 1
-            ok, tokens, error = one_request(self.url, self.headers, self.model,
-                                            f"Request {index}-{number}: the river flows to the", self.max_tokens,
-                                            self.timeout)
+            ok, tokens, error = one_request(self.endpoint, self.model,
+                                            f"Request {index}-{number}: the river flows to the", self.max_tokens)
             with self._lock:
                 self.counts.sent += 1
                 self.counts.output_tokens += tokens
@@ -113,7 +98,7 @@ class LoadGenerator:
         """Stop sending; the requests in flight finish and are counted."""
         self._stop.set()
         for thread in self._threads:
-            thread.join(self.timeout + 5)
+            thread.join(self.endpoint.timeout + 5)
         return self.counts
 
     def __enter__(self) -> "LoadGenerator":

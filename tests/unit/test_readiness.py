@@ -9,7 +9,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import Endpoint, crash_sign, wait_until_ready
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import crash_sign, wait_until_ready
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.systemd_unit import parse_show, read_journal, read_unit_state, unit_state_from_show
 
 # `systemctl show vllm --timestamp=unix --property=...` of a unit crash-looping on a bad argument.
@@ -96,7 +97,7 @@ def server():
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield state, Endpoint(f"http://127.0.0.1:{httpd.server_port}", "demo", timeout=5)
+    yield state, Endpoint(f"http://127.0.0.1:{httpd.server_port}", timeout=5)
     httpd.shutdown()
 
 
@@ -108,7 +109,7 @@ def fake_clock():
 def test_ready_needs_a_real_completion(server):
     _, endpoint = server
     clock, sleep = fake_clock()
-    result = wait_until_ready(endpoint, running, timeout=60, clock=clock, sleep=sleep)
+    result = wait_until_ready(endpoint, "demo", running, timeout=60, clock=clock, sleep=sleep)
     assert result.ready and result.completion_tokens == 4
 
 
@@ -116,7 +117,7 @@ def test_healthy_but_failing_completion_fails_at_once(server):
     state, endpoint = server
     state.completion_status, state.tokens = 500, 0
     clock, sleep = fake_clock()
-    result = wait_until_ready(endpoint, running, timeout=600, clock=clock, sleep=sleep)
+    result = wait_until_ready(endpoint, "demo", running, timeout=600, clock=clock, sleep=sleep)
     assert not result.ready
     assert "a completion got HTTP 500 with no tokens" in result.reason
     assert result.seconds < 10
@@ -127,7 +128,7 @@ def test_crash_loop_fails_at_the_first_restart(server):
     state.health = 503
     states = iter([running(), running(), replace(running(), n_restarts=1, main_pid=0)])
     clock, sleep = fake_clock()
-    result = wait_until_ready(endpoint, lambda: next(states), timeout=1800, clock=clock, sleep=sleep)
+    result = wait_until_ready(endpoint, "demo", lambda: next(states), timeout=1800, clock=clock, sleep=sleep)
     assert not result.ready and "restarted it 1 time(s)" in result.reason
     assert result.seconds <= 2
 
@@ -136,5 +137,5 @@ def test_slow_load_times_out_with_what_is_missing(server):
     state, endpoint = server
     state.models = []
     clock, sleep = fake_clock()
-    result = wait_until_ready(endpoint, running, timeout=5, clock=clock, sleep=sleep)
+    result = wait_until_ready(endpoint, "demo", running, timeout=5, clock=clock, sleep=sleep)
     assert not result.ready and "not ready after 5 s: /v1/models answered 200 listing []" == result.reason

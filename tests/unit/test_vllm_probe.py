@@ -1,5 +1,5 @@
-"""vllm_probe against a local HTTP server that answers like vLLM's OpenAI API (the real server
-is exercised by the end-to-end test)."""
+"""vllm_probe's connect and the HTTP layer under it (vllm_http) against a local HTTP server that
+answers like vLLM's OpenAI API (the real server is exercised by the end-to-end test)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from typing import Iterator
 
 import pytest
 
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import ProbeError, probe_service, server_root, wait_for_health
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint, collect_stream
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import ProbeError, connect, wait_for_health
 
 
 class FakeVllm:
@@ -74,45 +75,48 @@ def fake() -> Iterator[tuple[FakeVllm, str]]:
     server.shutdown()
 
 
-def test_server_root_strips_v1():
-    assert server_root("http://h:8000/v1/") == "http://h:8000"
-    assert server_root("http://h:8000") == "http://h:8000"
+def test_an_endpoint_names_the_server_with_or_without_v1():
+    for url in ("http://h:8000/v1/", "http://h:8000/v1", "http://h:8000"):
+        endpoint = Endpoint(url)
+        assert endpoint.root == "http://h:8000" and endpoint.completions_url == "http://h:8000/v1/completions"
+    assert Endpoint("http://h:8000").headers() == {}
+    assert Endpoint("http://h:8000", "k").headers() == {"Authorization": "Bearer k"}
 
 
-def test_probe_reports_tokens_from_usage(fake):
-    state, url = fake
-    result = probe_service(url, "demo", ["a", "b"], max_tokens=5, health_timeout=5)
-    assert result.served_models == ["demo"]
-    # usage.completion_tokens counts, not max_tokens: vLLM may return more than asked.
-    assert result.completion_tokens == 14
-    assert result.tokens_per_second > 0
-    assert [r["prompt"] for r in state.requests] == ["a", "b"]
-    assert all(r["temperature"] == 0.0 and r["max_tokens"] == 5 for r in state.requests)
-    summary = result.as_dict()
-    assert summary["completion_tokens"] == 14
-    assert summary["samples"][0]["text"] == state.text
-
-
-def test_probe_sends_the_api_key(fake):
+def test_a_request_carries_the_key_and_reports_the_status(fake):
     state, url = fake
     state.api_key = "s3cret"
-    assert probe_service(url, "demo", ["a"], 5, api_key="s3cret", health_timeout=5).completion_tokens == 7
+    assert Endpoint(url, "s3cret").request("/v1/models").json()["data"][0]["id"] == "demo"
+    refused = Endpoint(url, "wrong").request("/v1/models")
+    assert refused.status == 401 and refused.json() == {"error": "Unauthorized"}
+    answered = Endpoint(url, "s3cret").request("/v1/completions", {"model": "demo", "prompt": "a", "max_tokens": 5})
+    assert answered.status == 200 and answered.json()["usage"]["completion_tokens"] == 7
+    assert state.requests == [{"model": "demo", "prompt": "a", "max_tokens": 5}]
+    assert Endpoint("http://127.0.0.1:9").request("/health").status is None  # nothing listening
+
+
+def test_a_stream_reports_whether_done_came():
+    whole = collect_stream([b'data: {"choices": [{"text": "a"}]}', b"", b": keep-alive",
+                            b'data: {"usage": {"completion_tokens": 1}}', b"data: [DONE]", b'data: {"late": 1}'])
+    assert whole.done and whole.chunks == [{"choices": [{"text": "a"}]}, {"usage": {"completion_tokens": 1}}]
+    cut = collect_stream(['data: {"choices": [{"text": "a"}]}'])
+    assert not cut.done and len(cut.chunks) == 1
+
+
+def test_connect_waits_for_health_and_checks_the_model_with_the_key(fake):
+    state, url = fake
+    state.api_key = "s3cret"
+    _client, models, waited = connect(url, "demo", "s3cret", health_timeout=5, request_timeout=5)
+    assert models == ["demo"] and waited >= 0
     with pytest.raises(Exception, match="401|Unauthorized|[Aa]uthentication"):
-        probe_service(url, "demo", ["a"], 5, api_key="wrong", health_timeout=5)
+        connect(url, "demo", "wrong", health_timeout=5, request_timeout=5)
 
 
 def test_model_not_listed_fails_with_the_list(fake):
     state, url = fake
     state.models = ["other"]
     with pytest.raises(ProbeError, match=r"lists \['other'\], not 'demo'"):
-        probe_service(url, "demo", ["a"], 5, health_timeout=5)
-
-
-def test_empty_completion_fails(fake):
-    state, url = fake
-    state.text, state.completion_tokens = "", 0
-    with pytest.raises(ProbeError, match="empty completion"):
-        probe_service(url, "demo", ["a"], 5, health_timeout=5)
+        connect(url, "demo", "", health_timeout=5, request_timeout=5)
 
 
 def test_unhealthy_server_times_out_with_its_status(fake):
