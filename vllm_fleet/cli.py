@@ -9,6 +9,7 @@ release failed and was rolled back, 1 anything else (2: bad usage).
 
   vllm-fleet plan ...   runs no playbook: the offline capacity planner (vllm_fleet/plan.py; exit 0 go,
                         6 no-go).
+  vllm-fleet variables  runs no playbook: every role's variables (docs/variables.md).
 """
 
 from __future__ import annotations
@@ -171,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_fleet import plan
 
         return plan.main(argv[1:])
+    if argv[:1] == ["variables"]:  # offline: the roles' variables from their argument specs
+        from vllm_fleet import variables
+
+        return variables.main(argv[1:], REPO / "roles")
     args = parse_args(argv)
     console = Console(stderr=False)
     code, report = run(args, console)
