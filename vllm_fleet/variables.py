@@ -54,8 +54,11 @@ def role_section(roles_dir: Path, role: str) -> str:
     lines = [f"## {role}\n"]
     for entry in entry_points:
         spec = specs[entry]
-        lines.append(f"### {role} `{entry}`: {cell(spec.get('short_description', ''))}\n")
         options = spec.get("options") or {}
+        if entry != "main" and spec == specs.get("main"):
+            lines.append(f"### {role} `{entry}`\n\nThe variables of `main`.\n")
+            continue
+        lines.append(f"### {role} `{entry}`: {cell(spec.get('short_description', ''))}\n")
         if not options:
             lines.append("No variables.\n")
             continue
