@@ -81,6 +81,25 @@ def changed_role_tasks(output: str, roles: tuple[str, ...]) -> list[str]:
 GOLDEN_USERS = ("tests/integration/test_molecule.py", "tests/glm5/", "tests/fleet/")
 
 
+def shadowing_collection_copies() -> list[Path]:
+    """Copies of vllm_fleet.fleet in the collection paths Ansible searches before the controller
+    venv's link to this checkout (tools/bootstrap.sh): each would run instead of the code under test."""
+    configured = os.environ.get("ANSIBLE_COLLECTIONS_PATH", "~/.ansible/collections:/usr/share/ansible/collections")
+    copies = []
+    for entry in filter(None, configured.split(":")):
+        copy = Path(entry).expanduser() / "ansible_collections" / "vllm_fleet" / "fleet"
+        if copy.exists() and copy.resolve() != REPO_ROOT.resolve():
+            copies.append(copy)
+    return copies
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    copies = shadowing_collection_copies()
+    if copies:
+        pytest.exit(f"a copy of the collection vllm_fleet.fleet shadows this checkout: {', '.join(map(str, copies))}; "
+                    "remove it (molecule's prerun installs one unless its scenario sets prerun: false)", returncode=4)
+
+
 def starts_from_golden_image(nodeid: str) -> bool:
     return nodeid.startswith(GOLDEN_USERS)
 
