@@ -93,6 +93,11 @@ def shadowing_collection_copies() -> list[Path]:
     return copies
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # Here, not only in pyproject.toml: ansible-test units runs pytest with its own configuration.
+    config.addinivalue_line("markers", "slow: needs podman test hosts and a CPU vLLM (minutes)")
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     copies = shadowing_collection_copies()
     if copies:

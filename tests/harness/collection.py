@@ -7,7 +7,7 @@ import configparser
 import subprocess
 from pathlib import Path
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, ansible_env
 
 NAME = "vllm_fleet.fleet"
 
@@ -17,11 +17,11 @@ def install(dest: Path) -> Path:
     built, collections = dest / "build", dest / "collections"
     built.mkdir(parents=True, exist_ok=True)
     subprocess.run(["ansible-galaxy", "collection", "build", "--force", "--output-path", str(built), str(REPO_ROOT)],
-                   check=True, capture_output=True, text=True)
+                   check=True, capture_output=True, text=True, env=ansible_env())
     tarball = next(built.glob("vllm_fleet-fleet-*.tar.gz"))
     # --force: the checkout, linked into the controller venv, is the same collection already installed.
     subprocess.run(["ansible-galaxy", "collection", "install", "--force", "--no-deps", "-p", str(collections),
-                    str(tarball)], check=True, capture_output=True, text=True)
+                    str(tarball)], check=True, capture_output=True, text=True, env=ansible_env())
     return collections
 
 
