@@ -17,6 +17,9 @@ import pytest
 from tests.conftest import ansible_env
 from tests.harness import collection
 
+# Minutes, and the same tests as tests/unit: left out of run-tests.sh --quick, which runs those directly.
+pytestmark = pytest.mark.slow
+
 SANITY = ["action-plugin-docs", "changelog", "compile", "empty-init", "ignores", "line-endings", "no-assert",
           "no-get-exception", "no-illegal-filenames", "no-smart-quotes", "replace-urlopen", "symlinks",
           "use-argspec-type-path", "use-compat-six"]
