@@ -12,7 +12,9 @@ tests/sanity/ignore-2.21.txt (logs kept as captured, with CRLF)."""
 from __future__ import annotations
 
 import subprocess
+import tempfile
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -28,8 +30,11 @@ SANITY = ["action-plugin-docs", "changelog", "compile", "empty-init", "ignores",
 
 
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory) -> Path:
-    return collection.installed_root(collection.install(tmp_path_factory.mktemp("ansible-test")))
+def installed() -> Iterator[Path]:
+    # Outside the checkout: inside a git work tree, ansible-test lists the collection's files with
+    # git, and the checkout's .cache (pytest's basetemp in run-tests.sh) is ignored there.
+    with tempfile.TemporaryDirectory(prefix="vllm-fleet-ansible-test-") as scratch:
+        yield collection.installed_root(collection.install(Path(scratch)))
 
 
 def ansible_test(root: Path, *args: str) -> subprocess.CompletedProcess:
