@@ -48,13 +48,13 @@ def probe_once(endpoint: Endpoint, model: str) -> tuple[bool, str, int]:
         return False, f"/health answered {health.status or 'nothing'}", 0
     models = endpoint.request("/v1/models")
     listed = models.json() if models.status == 200 else None
-    served = [m.get("id") for m in (listed or {}).get("data", [])] if isinstance(listed, dict) else []
+    served = [m.get("id") for m in listed.get("data", [])] if isinstance(listed, dict) else []
     if model not in served:
         return False, f"/v1/models answered {models.status} listing {served}", 0
     completion = endpoint.request(
         "/v1/completions", {"model": model, "prompt": "Hello", "max_tokens": 4, "temperature": 0})
     answer = completion.json() if completion.status == 200 else None
-    tokens = ((answer or {}).get("usage") or {}).get("completion_tokens", 0) if isinstance(answer, dict) else 0
+    tokens = (answer.get("usage") or {}).get("completion_tokens", 0) if isinstance(answer, dict) else 0
     if not tokens:
         raise CompletionFailed(
             f"/health and /v1/models answered but a completion got HTTP {completion.status} with no tokens")

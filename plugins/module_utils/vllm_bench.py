@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from .vllm_http import Endpoint, event_data
+from .vllm_http import DONE, Endpoint, event_data
 
 Clock = Callable[[], float]
 
@@ -185,7 +185,7 @@ class StreamTimer:
     def line(self, line: str) -> None:
         """Take one line of the stream (blank lines, comments and [DONE] change nothing)."""
         data = event_data(line)
-        if data is None or data == "[DONE]":
+        if data is None or data == DONE:
             return
         chunk = json.loads(data)
         if chunk.get("choices"):

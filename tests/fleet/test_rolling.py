@@ -88,12 +88,19 @@ class Traffic:
     def __init__(self, lb: str, first: str, burst: bool = True):
         self.lb, self.first = lb, first
         self.load = LoadGenerator(LB_URL, "demo", **LOAD)
-        # Without a burst (a play whose first stop comes minutes in): an idle generator, stopped at once.
-        self.burst = LoadGenerator(LB_URL, "demo", **BURST) if burst else LoadGenerator(LB_URL, "demo", concurrency=0)
+        # Without a burst (a play whose first stop comes minutes in), the burst generator never starts.
+        self.bursting = burst
+        self.burst = LoadGenerator(LB_URL, "demo", **BURST)
         self.watch = BalancerWatch(lb)
         self._until_stopped = threading.Thread(target=self._burst_until_stopped, daemon=True)
         self._stop_watch: subprocess.Popen | None = None
         self.retried = self.first_5xx = 0
+
+    def _counters(self) -> tuple[int, int]:
+        """HAProxy's retries and redispatches over all members, and 5xx answered by `first` (one read)."""
+        stats = haproxy_stats(self.lb)
+        return (sum(int(row.get("wretr") or 0) + int(row.get("wredis") or 0) for row in stats.values()),
+                int(stats[self.first].get("hrsp_5xx") or 0))
 
     def _burst_until_stopped(self) -> None:
         self._stop_watch = subprocess.Popen(["podman", "exec", self.first, "sh", "-c",
@@ -103,12 +110,12 @@ class Traffic:
         self.burst.stop()
 
     def __enter__(self) -> "Traffic":
-        self._retried_before = retried_or_redispatched(self.lb)
-        self._first_5xx_before = answered_5xx(self.lb, self.first)
+        self._counters_before = self._counters()
         self.watch.__enter__()
         self.load.start()
-        self.burst.start()
-        self._until_stopped.start()
+        if self.bursting:
+            self.burst.start()
+            self._until_stopped.start()
         time.sleep(5)
         return self
 
@@ -119,9 +126,10 @@ class Traffic:
         self.watch.__exit__()
         if self._stop_watch and self._stop_watch.poll() is None:  # the roll ended before this host stopped
             self._stop_watch.kill()
-        self._until_stopped.join(timeout=30)
-        self.retried = retried_or_redispatched(self.lb) - self._retried_before
-        self.first_5xx = answered_5xx(self.lb, self.first) - self._first_5xx_before
+        if self.bursting:
+            self._until_stopped.join(timeout=30)
+        (retried, first_5xx), (retried_before, first_5xx_before) = self._counters(), self._counters_before
+        self.retried, self.first_5xx = retried - retried_before, first_5xx - first_5xx_before
 
     @property
     def failed(self) -> int:
@@ -133,14 +141,6 @@ class Traffic:
                 f"{burst.sent} burst requests ({burst.failed} failed {burst.as_dict()['errors']}), "
                 f"{self.retried} retried or redispatched by HAProxy, {self.first_5xx} answered 5xx by {self.first}; "
                 f"{len(self.watch.samples)} balancer samples")
-
-
-def retried_or_redispatched(lb: str) -> int:
-    return sum(int(row.get("wretr") or 0) + int(row.get("wredis") or 0) for row in haproxy_stats(lb).values())
-
-
-def answered_5xx(lb: str, member: str) -> int:
-    return int(haproxy_stats(lb)[member].get("hrsp_5xx") or 0)
 
 
 def completes(base_url: str) -> bool:

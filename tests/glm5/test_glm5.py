@@ -91,18 +91,22 @@ def tree_listing(host: TestHost, path: str) -> str:
     return host.on_host(f"cd {path} && find . -printf '%p %s %i %T@\\n' | sort | sha256sum")
 
 
+def untouched_state(host: TestHost, pinned: str) -> dict:
+    """What an interrupted patch must leave as it was: the pinned venv, the service, its release."""
+    return {"pinned": tree_listing(host, pinned), "service": host.service_state(),
+            "release": host.on_host("readlink /opt/vllm-fleet/releases/current", check=False)}
+
+
 @pytest.fixture(scope="module")
 def interrupted(glm5_host: TestHost, tiny_glm5: Path, tmp_path_factory) -> dict:
     """The first deploy of the patched tiny GLM-5, its patch module killed while it builds the clone."""
     pinned = glm5_host.on_host(f"ls -d {ENVS}/vllm-cpu-??????????")
-    before = {"pinned": tree_listing(glm5_host, pinned), "service": glm5_host.service_state(),
-              "release": glm5_host.on_host("readlink /opt/vllm-fleet/releases/current", check=False)}
+    before = untouched_state(glm5_host, pinned)
     killer = subprocess.Popen(["podman", "exec", glm5_host.name, "sh", "-c", KILL_MID_BUILD], stdout=subprocess.PIPE,
                               text=True)
     run = glm5_host.run_playbook(tmp_path_factory.mktemp("interrupted"), **glm5_profile(tiny_glm5, "tiny-glm5", SERIES))
     killed = killer.communicate(timeout=60)[0].strip()
-    after = {"pinned": tree_listing(glm5_host, pinned), "service": glm5_host.service_state(),
-             "release": glm5_host.on_host("readlink /opt/vllm-fleet/releases/current", check=False)}
+    after = untouched_state(glm5_host, pinned)
     left = glm5_host.on_host(f"ls -d {ENVS}/*-p*", check=False).split()
     return {"run": run, "killed": killed, "before": before, "after": after, "left": left}
 
