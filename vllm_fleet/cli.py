@@ -31,6 +31,7 @@ from rich.table import Table
 
 from vllm_fleet.summary import EXIT_ERROR, RunSummary, group_hosts
 
+
 def collection_root() -> Path:
     """Where the collection vllm_fleet.fleet is: installed beside this package by pip, or the
     checkout that tools/bootstrap.sh linked into the controller venv."""

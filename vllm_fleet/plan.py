@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.planner import (DEFAULT_GPU_MEMORY_UTILIZATION, EXIT_NO_GO, GIB, QUANT_BLOCKS, Layout, Plan,
-                                  load_config_model, load_gguf_model, make_plan)
+                                                                               load_config_model, load_gguf_model, make_plan)
 
 EXIT_GO = 0
 EXIT_BAD_INPUT = 1

@@ -311,7 +311,7 @@ def restore_pinned(site_packages: Path, check_mode: bool) -> bool:
 
 
 def patched_env(base: Path, clone: Path, series_root: Path, distributions: list[str],
-                 check_mode: bool = False) -> PatchedEnv:
+                check_mode: bool = False) -> PatchedEnv:
     """The venv to run: the pinned one when no installed distribution has a series to apply, else
     `clone` (named by the caller after the series set), a clone of it with the series applied,
     built beside it under a staging name and renamed when complete, so an interrupted build is

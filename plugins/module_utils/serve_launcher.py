@@ -124,7 +124,7 @@ def back_off(env: dict[str, str], sleep: Callable[[float], None] = time.sleep,
         return 0.0
     restart_seconds = float(env.get("FLEET_RESTART_SECONDS", DEFAULT_RESTART_SECONDS))
     streak = note_start(Path(state_dir), clock(), float(env.get("FLEET_RESTART_HEALTHY_SECONDS",
-                                                                  DEFAULT_HEALTHY_SECONDS)))
+                                                                DEFAULT_HEALTHY_SECONDS)))
     wait = restart_gap(streak, restart_seconds, float(env.get("FLEET_RESTART_MAX_SECONDS", DEFAULT_MAX_SECONDS)))
     wait = max(wait - restart_seconds, 0.0)  # systemd already waited RestartSec
     if wait:

@@ -87,7 +87,8 @@ reason:
 """
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.nvidia_smi import PolicyError, Topology, check_branch, fabric_manager_needed, kernel_flavour, reboot_action
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.nvidia_smi import (
+    PolicyError, Topology, check_branch, fabric_manager_needed, kernel_flavour, reboot_action)
 
 
 def main() -> None:

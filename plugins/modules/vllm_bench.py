@@ -110,7 +110,7 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.bench_history import append_record, previous_record, regressions, threshold_failures
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_bench import (BenchError, BenchPlan, Endpoint, benchmark_service, coherence_cases,
-                                             server_version, summary_lines)
+                                                                                  server_version, summary_lines)
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import ProbeError, connect
 
 

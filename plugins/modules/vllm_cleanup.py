@@ -195,7 +195,9 @@ def main() -> None:
         os.unlink(path)
         result.removed_shm_files.append(path)
     if nvidia_smi:
-        read_used = lambda: parse_gpu_memory_used(run_nvidia_smi(nvidia_smi, "--query-gpu=index,memory.used"))  # noqa: E731
+        def read_used() -> dict[int, int]:
+            return parse_gpu_memory_used(run_nvidia_smi(nvidia_smi, "--query-gpu=index,memory.used"))
+
         waited, used = wait_for_gpu_memory(read_used, p["gpu_memory_free_mib"], p["gpu_memory_timeout"], gpus=scope.gpus)
         result.gpu_memory_wait_seconds = round(waited, 2)
         busy = {gpu: mib for gpu, mib in used.items() if mib >= p["gpu_memory_free_mib"]}

@@ -142,7 +142,7 @@ def build_packages(pool: Path, branch: str, driver: str, cuda: str, kernel: str,
         "/lib/systemd/system/nvidia-fabricmanager.service": (
             "[Unit]\nDescription=NVIDIA fabric manager service\n\n[Service]\nExecStart=/usr/bin/nv-fabricmanager\n\n"
             "[Install]\nWantedBy=multi-user.target\n", 0o644)},
-              depends=f"nvidia-driver-cuda {exact}")
+        depends=f"nvidia-driver-cuda {exact}")
     build_deb(pool, f"cuda-nvcc-{cuda_dash}", cuda_v, {
         f"/usr/local/cuda-{cuda}/bin/nvcc": (
             "#!/bin/sh\ncat <<'EOF'\n" + profile["nvcc"].read_text() + "EOF\n", 0o755),
@@ -150,7 +150,7 @@ def build_packages(pool: Path, branch: str, driver: str, cuda: str, kernel: str,
     build_deb(pool, f"cuda-toolkit-{cuda_dash}", cuda_v, {}, depends=f"cuda-nvcc-{cuda_dash} (= {cuda_v})")
     build_deb(pool, f"linux-headers-{kernel}", "1.0-standin", {
         f"/usr/src/linux-headers-{kernel}/Makefile": ("# stand-in kernel headers\n", 0o644)},
-              links={f"/lib/modules/{kernel}/build": f"/usr/src/linux-headers-{kernel}"})
+        links={f"/lib/modules/{kernel}/build": f"/usr/src/linux-headers-{kernel}"})
 
 
 def sign(out: Path, gnupg_home: Path) -> None:

@@ -30,7 +30,6 @@ def test_gguf_model_check_names_the_missing_file(tmp_path):
     assert "config.json not found beside the GGUF" in out["msg"]
 
 
-
 def test_vllm_bench_fails_clearly_when_nothing_listens():
     rc, out = adhoc("vllm_bench", {"base_url": "http://127.0.0.1:9/v1", "model": "demo", "health_timeout": 1})
     assert rc != 0

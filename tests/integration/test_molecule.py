@@ -31,7 +31,7 @@ def test_molecule_vllm_scenario():
     # converge patched the venv; idempotence (checked by molecule) found nothing more to do
     assert "TASK [vllm : Patch the installed packages in a clone of the pinned venv]" in output
     assert changed_role_tasks(output, ("vllm",)) == ["vllm : Copy the patch series to the host",
-                                                      "vllm : Patch the installed packages in a clone of the pinned venv"]
+                                                     "vllm : Patch the installed packages in a clone of the pinned venv"]
 
 
 @pytest.mark.slow

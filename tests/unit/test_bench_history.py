@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.bench_history import append_record, previous_record, read_history, regressions, threshold_failures
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.bench_history import (
+    append_record, previous_record, read_history, regressions, threshold_failures)
 
 
 def result(decode: float, throughput: float, ttft_p99: float = 50.0, fraction: float | None = None) -> dict:

@@ -28,7 +28,10 @@ def test_generator_reproduces_the_committed_files(tmp_path: Path):
 def test_gguf_and_config_describe_the_same_qwen3():
     config = json.loads((DEMO_MODEL_DIR / "config.json").read_text())
     reader = GGUFReader(DEMO_MODEL_DIR / "demo-qwen3-F32.gguf")
-    field = lambda key: reader.get_field(key).contents()  # noqa: E731
+
+    def field(key: str):
+        return reader.get_field(key).contents()
+
     assert field("general.architecture") == "qwen3" == config["model_type"]
     assert field("qwen3.embedding_length") == config["hidden_size"]
     assert field("qwen3.block_count") == config["num_hidden_layers"]

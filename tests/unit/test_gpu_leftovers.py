@@ -135,6 +135,7 @@ def test_stop_terminates_then_kills_the_stubborn(children):
     result = CleanupResult()
     polite, stubborn = children[0].pid, children[1].pid
     # Popen keeps its dead children as zombies until waited for; reap them to see them gone.
+
     def gone_or_reaped(pid: int) -> bool:
         for process in children:
             if process.pid == pid and process.poll() is not None:

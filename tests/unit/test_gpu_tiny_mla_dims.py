@@ -13,7 +13,6 @@ import numpy as np
 from tests.conftest import REPO_ROOT
 
 
-
 def make(out: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO_ROOT / "tests" / "fixtures" / "models" / "make_glm5_tiny.py"), "--out", str(out), *extra],
                           capture_output=True, text=True)

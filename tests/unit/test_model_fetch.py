@@ -185,8 +185,11 @@ def test_switch_back_and_retention(served: ModelHTTPServer, tmp_path: Path, sets
 
 def test_local_source_is_not_hashed_again(sets, tmp_path: Path):
     files = [RemoteFile(name=p.name, local_path=str(p)) for p in sorted(sets["a"].iterdir())]
-    request = lambda: FetchRequest(root=str(tmp_path / "m"), name="local", source="local",  # noqa: E731
-                                   files=[RemoteFile(**vars(f)) for f in files], gguf_files=SHARDS, margin_bytes=0)
+
+    def request() -> FetchRequest:
+        return FetchRequest(root=str(tmp_path / "m"), name="local", source="local",
+                            files=[RemoteFile(**vars(f)) for f in files], gguf_files=SHARDS, margin_bytes=0)
+
     first = ensure_model(request())
     assert first.problems == [] and first.switched
     second = ensure_model(request())

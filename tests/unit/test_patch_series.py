@@ -44,7 +44,7 @@ def write_series(root: Path, version: str, patches: dict[str, str]) -> None:
 def series_root(tmp_path: Path) -> Path:
     root = tmp_path / "patches"
     write_series(root, "0.0.5", {"0001-map-glm-dsa.patch": make_diff(tmp_path / "d1", "fake_plugin/arch.py",
-                                                                      ORIGINAL, PATCHED_ONCE)})
+                                                                     ORIGINAL, PATCHED_ONCE)})
     return root
 
 
@@ -92,7 +92,7 @@ def test_a_new_series_replaces_the_old_one(site: Path, series_root: Path, tmp_pa
     old = apply_series(site, series_root, "fake-plugin")
     patched_twice = ORIGINAL.replace("'qwen3': 'qwen3',", "'qwen3': 'qwen3',\n        'deepseek_v3': 'deepseek2',")
     write_series(series_root, "0.0.5", {"0001-other.patch": make_diff(tmp_path / "d3", "fake_plugin/arch.py",
-                                                                       ORIGINAL, patched_twice)})
+                                                                      ORIGINAL, patched_twice)})
     (series_root / "fake-plugin" / "0.0.5" / "0001-map-glm-dsa.patch").unlink()
     new = apply_series(site, series_root, "fake-plugin")
     assert new.changed and new.action == f"replaced {old.series_id}"

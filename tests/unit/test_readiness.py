@@ -41,6 +41,7 @@ def test_show_output_is_read():
 
 def test_read_unit_state_and_journal_ask_systemd_the_right_questions():
     calls = []
+
     def run(argv):
         calls.append(argv)
         return SHOW_RUNNING

@@ -42,14 +42,14 @@ def test_waits_for_an_address_that_comes_up_late():
         now[0] += seconds
 
     chosen = serve_launcher.wait_for_address(ipaddress.IPv4Network("10.88.0.0/16"), lambda: reads.pop(0), 60,
-                                           sleep=sleep, clock=lambda: now[0])
+                                             sleep=sleep, clock=lambda: now[0])
     assert chosen == "10.88.0.20" and slept == [1.0, 1.0, 1.0]
 
 
 def test_no_address_in_the_network_names_the_network_and_what_the_host_has():
     with pytest.raises(serve_launcher.NoAddress) as raised:
         serve_launcher.resolve_host([*SERVE, "--host", "network:192.168.7.0/24"],
-                                  lambda: ADDRESSES, 0, sleep=lambda _: None)
+                                    lambda: ADDRESSES, 0, sleep=lambda _: None)
     message = str(raised.value)
     assert "no address of this host is in 192.168.7.0/24" in message
     assert "127.0.0.1/8, 10.88.0.20/16" in message

@@ -416,7 +416,7 @@ def test_non_utf8_bytes_are_replaced_not_fatal(rules):
 
 
 @pytest.mark.parametrize(("content", "message"), [(b"", "empty"), (b"   \n\n", "empty"),
-                                                   (b"\x7fELF\x02\x01\x00\x00binary", "binary")])
+                                                  (b"\x7fELF\x02\x01\x00\x00binary", "binary")])
 def test_unusable_input_is_refused_with_a_reason(rules, content, message):
     with pytest.raises(UnusableInput, match=message):
         triage_stream(io.BytesIO(content), rules)
