@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
+from tests.harness import faults
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +79,10 @@ def test_our_leftovers_are_cleaned_and_nothing_else(deployed: PlayRun, tmp_path:
     assert not {foreign, daemon} & {h["pid"] for h in cleanup["holders"]}
     assert run.task_result(GATE_TASK)["completion_tokens"] > 0
     assert service_state()[0] == "active"
+    faults.record("orphan_engine", survived="recovered", seconds=run.seconds,
+                  message=f"restart stopped pids {sorted(cleanup['terminated'] + cleanup['killed'])}, removed "
+                          f"{len(cleanup['removed_shm_files'])} stale shm files; another user's vLLM and "
+                          "nvidia-persistenced left running")
 
 
 def test_foreign_gpu_holder_is_refused_before_the_unit_is_stopped(deployed: PlayRun, tmp_path: Path):
@@ -90,6 +95,8 @@ def test_foreign_gpu_holder_is_refused_before_the_unit_is_stopped(deployed: Play
     assert f"pid {squatter} (root:" in message and f"holds {device}" in message
     assert service_state() == running == ("active", running[1]), "the unit must not be stopped"
     assert alive(squatter)
+    faults.record("foreign_gpu_holder", survived="refused before any change", seconds=refused.seconds,
+                  message=message.splitlines()[0])
 
 
 def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun, tmp_path: Path):
@@ -107,6 +114,8 @@ def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun,
     assert forced.rc == 0, forced.output[-5000:]
     assert not alive(squatter)
     assert service_state()[0] == "active"
+    faults.record("foreign_port_holder", survived="refused before any change", seconds=refused.seconds,
+                  message=message.splitlines()[0] + "; vllm_service_cleanup_force: true stops it")
 
 
 def test_check_mode_kills_nothing(deployed: PlayRun, tmp_path: Path):
@@ -138,4 +147,6 @@ def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: 
 
     restored = run_playbook(tmp_path / "restored", cmdline=SERVICE_ONLY)
     assert restored.rc == 0, restored.output[-5000:]
+    faults.record("crash_loop", survived="failed clearly", seconds=gate["seconds"], message=gate["msg"],
+                  triage_class=gate["triage"]["class"])
     assert service_state()[0] == "active"

@@ -14,6 +14,7 @@ import pytest
 from tests.conftest import DEMO_MODEL_DIR
 from tests.e2e.conftest import DEMO_PROFILE, PlayRun, on_host, run_playbook, service_state
 from tests.e2e.model_http_server import ModelHTTPServer
+from tests.harness import faults
 from tests.unit.test_model_fetch import SHARDS, make_set
 
 pytestmark = pytest.mark.slow
@@ -92,6 +93,8 @@ def test_dropped_connection_fails_naming_the_shard_and_a_rerun_resumes(server: M
     assert transfer["resumed_from"] == size // 3 and transfer["bytes_transferred"] == size - size // 3 < size
     assert [r.range for r in server.state.log if r.path.endswith(f"b/{SHARDS[2]}")][-1] == f"bytes={size // 3}-"
     assert current() != before
+    faults.record("download_dropped", survived="failed clearly", seconds=failed.seconds,
+                  message=f"{message.splitlines()[0]}; the rerun resumed from byte {size // 3}")
 
 
 def broken_sets(server: ModelHTTPServer) -> dict[str, tuple[dict, str]]:
@@ -115,6 +118,8 @@ def broken_sets(server: ModelHTTPServer) -> dict[str, tuple[dict, str]]:
 
 def test_bad_sets_fail_naming_the_shard_and_leave_current_and_service_alone(server: ModelHTTPServer, tmp_path: Path):
     before, pid = current(), service_state()[1]
+    messages: list[str] = []
+    seconds: list[float] = []
     for case, (fleet_model, expected) in broken_sets(server).items():
         run = play(tmp_path / case.replace(" ", "-"), fleet_model)
         assert run.rc != 0, case
@@ -122,6 +127,10 @@ def test_bad_sets_fail_naming_the_shard_and_leave_current_and_service_alone(serv
         print(f"\n[model] {case}: {message}")
         assert expected in message, (case, message)
         assert current() == before and service_state() == ("active", pid), case
+        messages.append(expected)
+        seconds.append(run.seconds)
+    faults.record("download_bad_set", survived="failed clearly", seconds=max(seconds),
+                  message="; ".join(messages) + "; current set and service unchanged")
 
 
 def test_a_set_larger_than_the_free_space_fails_before_downloading(server: ModelHTTPServer, tmp_path: Path):
@@ -142,6 +151,8 @@ def test_a_set_larger_than_the_free_space_fails_before_downloading(server: Model
     assert "free on /dev/shm" in message
     assert not [p for p in gets(server) if p.startswith("/big/")]
     assert on_host("test -e /dev/shm/small-models && echo yes || echo no") == "no"
+    faults.record("download_no_space", survived="refused before any change", seconds=run.seconds,
+                  message=message.splitlines()[0])
 
 
 def test_switching_the_served_set_restarts_the_service_onto_it(server: ModelHTTPServer, tmp_path: Path):

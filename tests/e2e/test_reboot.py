@@ -17,7 +17,7 @@ import urllib.request
 import pytest
 
 from tests.e2e.conftest import API_KEY, API_PORT, HOST, SSH_PORT, PlayRun, on_host, service_state
-from tests.harness import fleet_testbed  # (its testhost() imported by name would be collected as a test)
+from tests.harness import faults, fleet_testbed  # (testhost() imported by name would be collected as a test)
 
 pytestmark = pytest.mark.slow
 
@@ -78,6 +78,8 @@ def test_reboot_with_a_new_address_serves_again_without_a_playbook(deployed: Pla
     journal = on_host("journalctl -u vllm --no-pager")
     assert f"vllm-fleet-serve: --host {new_address} (the address of this host in {before.network})" in journal
     assert "Cannot assign requested address" not in journal
+    faults.record("reboot_new_address", survived="recovered", seconds=seconds,
+                  message=f"{before.ip} -> {new_address}: serving again after boot, no playbook, no failed start")
 
 
 def test_a_transient_start_failure_backs_off_and_heals_without_an_operator(deployed: PlayRun):
@@ -106,3 +108,6 @@ def test_a_transient_start_failure_backs_off_and_heals_without_an_operator(deplo
     seconds = wait_until_served(SERVE_TIMEOUT)
     print(f"[transient failure] back-off waits {waits}; serving again {seconds:.0f} s after the venv came back")
     assert on_host("readlink -f /opt/vllm-fleet/releases/current") == release
+    faults.record("transient_start_failure", survived="recovered", seconds=seconds,
+                  message=f"{failed_starts} failed starts in a row, back-off waits {waits} s, never failed; "
+                          "serving again once the venv was back")

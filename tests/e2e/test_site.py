@@ -11,7 +11,7 @@ import openai
 from openai import OpenAI
 
 from tests.conftest import DEMO_MODEL_DIR
-from tests.harness import collection
+from tests.harness import collection, faults
 from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
@@ -114,6 +114,9 @@ def test_settings_out_of_range_stop_before_any_change(deployed: PlayRun, tmp_pat
     assert "vllm_service_releases_keep=0 is below its range (at least 1)" in result.output
     assert result.changed == 0
     assert service_state() == before
+    faults.record("bad_input", survived="refused before any change", seconds=result.seconds,
+                  message="vllm_service_gpu_memory_utilization=1.5 is above its range (at most 1); "
+                          "vllm_service_releases_keep=0 is below its range (at least 1)")
 
 
 @pytest.mark.parametrize(("user", "named"), [
@@ -122,7 +125,7 @@ def test_settings_out_of_range_stop_before_any_change(deployed: PlayRun, tmp_pat
     ("messagebus", "vllm_service_user messagebus has home /nonexistent, not vllm_service_home /var/lib/vllm"),
 ])
 def test_service_user_the_role_did_not_create_stops_before_any_change(deployed: PlayRun, tmp_path: Path,
-                                                                     user: str, named: str):
+                                                                      user: str, named: str):
     before = service_state()
     result = run_playbook(tmp_path, vllm_service_user=user)
     assert result.rc != 0

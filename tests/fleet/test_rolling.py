@@ -18,6 +18,7 @@ from tests.harness.fleet_testbed import (
 )
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.readiness import probe_once
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint
+from tests.harness import faults
 from tests.harness.loadgen import LoadGenerator
 
 pytestmark = pytest.mark.slow
@@ -35,7 +36,6 @@ LOAD = {"concurrency": 1, "max_tokens": 16, "pause": 2.0}
 # the balancer from sending them there.)
 BURST = {"concurrency": 2, "max_tokens": 4, "pause": 0.0}
 BURST_AFTER_STOP_SECONDS = 3
-
 
 
 # HAProxy's administrative flags: maintenance set through the runtime API, drain.
@@ -248,6 +248,9 @@ def test_failing_release_mid_roll_is_rolled_back_and_stops_the_roll(fleet: Local
     for host in HOSTS:
         assert completes(internal_url(host)), host
     assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)
+    faults.record("failing_release_mid_roll", survived="failed clearly", seconds=None,
+                  message=f"{MIDDLE} rolled back, {LAST} not reached, {counts.failed} of {counts.sent} requests "
+                          f"failed: {message}")
 
 
 def test_rollback_on_demand_and_status(fleet: LocalFleet, tmp_path: Path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import GLM5_REFERENCE_DIR, REPO_ROOT
-from tests.harness import golden
+from tests.harness import faults, golden
 from tests.harness.hosts import API_KEY, PlayRun, TestHost
 
 pytestmark = pytest.mark.slow
@@ -44,8 +44,8 @@ def assert_runs_the_clone_and_the_pinned_venv_is_pristine(host: TestHost, clone:
     pinned = clone.rsplit("-p", 1)[0]
     assert host.on_host("readlink /opt/vllm-fleet/releases/current/venv") == clone
     changed = host.on_host(f"grep -l 'model_type\", None) == \"glm_moe_dsa' {pinned}/lib/python3*/site-packages/vllm_gguf_plugin/weights_adapter/"
-                      f"default.py {clone}/lib/python3*/site-packages/vllm_gguf_plugin/weights_adapter/default.py",
-                      check=False).split()
+                           f"default.py {clone}/lib/python3*/site-packages/vllm_gguf_plugin/weights_adapter/default.py",
+                           check=False).split()
     assert changed == [host.on_host(f"ls {clone}/lib/python3*/site-packages/vllm_gguf_plugin/weights_adapter/default.py")]
     assert host.on_host(f"ls {pinned}/lib/python3*/site-packages/vllm-fleet-patches.json", check=False) == ""
 
@@ -132,6 +132,9 @@ def test_a_patch_killed_mid_build_changes_nothing_and_the_next_run_builds_it_who
     clone = patched.task_result(PATCH_TASK)["env"]
     assert glm5_host.on_host(f"ls -d {ENVS}/*-p*").split() == [clone]
     assert json.loads(glm5_host.on_host(f"cat {clone}/vllm-fleet-env.json"))["series_ids"]
+    faults.record("patch_killed", survived="recovered", seconds=patched.seconds,
+                  message=f"{interrupted['killed']}; only the staging directory left, the pinned venv and the "
+                          "release unchanged; the next run built the clone whole")
 
 
 @pytest.fixture(scope="module")
