@@ -257,6 +257,15 @@ def test_sigkilled_worker_without_traceback(rules):
     assert report.traceback == []
 
 
+def test_engine_core_killed_under_a_serving_api_server(rules):
+    """Captured on the test host: SIGKILL of VLLM::EngineCore (what the OOM killer sends) while the
+    API server served; its EngineDeadError traceback is a wrapper, the cause is the engine's death."""
+    report = triage_fixture("engine_core_sigkill.journal.txt", rules)
+    assert report.cause_class == "worker_killed"
+    assert report.root_cause == "[shutdown] MPClient: engine core exited unexpectedly; starting cleanup"
+    assert "OOM killer" in report.remediation
+
+
 # ----------------------------------------------------------------------------- several attempts in one log
 
 
