@@ -21,6 +21,13 @@
 #   cause2         a fresh lease after `cause`: sparse DSA vs dense again (plugin patch 0010), and
 #                  glm5_layer_diff.py: vLLM's module outputs against transformers' for one sequence
 #                  of the last run (.gpu033/prev/gen-*.json), float16 and bfloat16, while they start
+#   dsa            the third run (units: render-units.sh OUT v033d; plugin series with 0010, cutlass +
+#                  quack-kernels in the kit): sparse DSA vs forced dense MLA on the GGUF with indexer
+#                  tensors (greedy tokens, and each server's prefill on the other's sequences), bfloat16
+#                  with the plugin's Triton kernels; meanwhile (MOE, default 8; 0: none) the deeper
+#                  GLM-5-shaped Q4_K GGUF for `big` is written. PAIRS="SPARSE:DENSE ..." (default
+#                  u-sparse:u-dense-idx): the pairs compared; FLOORS: transformers' dtypes for their compare
+#   big            UNITS="b-cuda b-tri" (v033d): the plugin's CUDA kernels vs its Triton kernels
 # Every server runs through benchmarks/gpu/run_unit.py (the rendered ExecStart and EnvironmentFile) with
 # setsid, and is stopped by its process group before the call ends.
 set -uo pipefail
@@ -351,6 +358,68 @@ print('plugin CUDA extension available', o._CUDA_AVAILABLE, 'enabled', o._CUDA_E
     same "$R/gen-u-sparse.json" "$R/gen-u-dense-idx.json" --label "sparse DSA vs forced dense MLA, indexer present" \
     --out "$R/same-sparse-dense.json" | cut -c1-600
   pack cause3
+  ;;
+dsa)
+  python3 "$G/benchmarks/gpu/kit_install.py" ~/kit ~/site | cut -c1-300
+  rm -rf ~/site-p && cp -al ~/site ~/site-p
+  PYTHONPATH=$G python3 -c "
+import json, os; from pathlib import Path; from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import apply_series
+for d in ('vllm', 'vllm-gguf-plugin'):
+    r = apply_series(Path(os.path.expanduser('~/site-p')), Path(os.path.expanduser('~/gpu/series')), d).as_dict()
+    print('site-p', json.dumps({k: r[k] for k in ('distribution', 'version', 'series_id', 'action')}))
+" 2>&1 | tee "$R/patch-dsa.txt"
+  units=${UNITS:-u-dense-idx u-sparse u-bf16-tri}
+  for n in $units; do start_unit $n ~/site-p; done
+  writer=
+  if [ "${MOE:-8}" != 0 ]; then
+    mkdir -p /root/big
+    ( [ -f /root/big/glm5-shaped-Q4_K.gguf ] || PYTHONPATH=~/site-p nice python3 "$G/benchmarks/gpu/make_glm5_shaped.py" /root/big \
+        --qtype q4_k --dense 1 --moe "${MOE:-8}" > "$R/make_glm5_shaped.txt" 2>&1 ) & writer=$!
+  fi
+  deadline=$(( t0 + ${CAUSE_WAIT:-330} ))
+  for n in $units; do
+    case $n in u-sparse*|u-dense*) T=$G/t192i;; *) T=$G/t192;; esac
+    if wait_ready $n "$deadline"; then
+      PYTHONPATH=~/site-p timeout 60 python3 "$G/benchmarks/gpu/glm5_agreement.py" generate --base-url "http://127.0.0.1:$(port_of $n)/v1" \
+        --model glm-5 --ref "$T" --tokens 128 --top-logprobs 5 --prefill --out "$R/gen-$n.json" 2>&1 | tail -2 | cut -c1-300
+    else cause $n 12 | tee "$R/cause-$n.txt"; tail -40 "$L/$n.log" | cut -c1-300 > "$R/tail-$n.txt"; fi
+    startup_lines $n > "$R/startup-$n.txt"
+    grep -E "Using .*backend|dense MLA|DSA|sparse|DeepGEMM|deep_gemm|indexer|cutlass|quack|CuTe" "$L/$n.log" | cut -c1-220 | sort -u | head -12 \
+      | tee "$R/lines-$n.txt"
+  done
+  # each server's prefill on the other's greedy sequences: both predict every position from the same input
+  G2=$G/benchmarks/gpu/glm5_agreement.py
+  pairs=${PAIRS:-u-sparse:u-dense-idx}
+  for pair in $pairs; do sp=${pair%%:*} de=${pair#*:}
+    for xy in "$sp $de" "$de $sp"; do set -- $xy
+      [ -f "$R/gen-$2.json" ] && curl -sf "http://127.0.0.1:$(port_of $1)/v1/models" >/dev/null && PYTHONPATH=~/site-p timeout 60 \
+        python3 "$G2" prefill "$R/gen-$2.json" --base-url "http://127.0.0.1:$(port_of $1)/v1" \
+        --model glm-5 --out "$R/xpf-$1-on-$2.json" 2>&1 | tail -1 | cut -c1-300
+    done
+  done
+  pack dsa
+  stop_all
+  for pair in $pairs; do sp=${pair%%:*} de=${pair#*:}
+    [ -f "$R/gen-$sp.json" ] && [ -f "$R/gen-$de.json" ] || continue
+    PYTHONPATH=~/site-p python3 "$G2" same "$R/gen-$sp.json" "$R/gen-$de.json" \
+      --label "$sp vs $de (indexer present): greedy tokens" --out "$R/same-$sp-$de.json" | cut -c1-700
+    [ -f "$R/xpf-$sp-on-$de.json" ] && PYTHONPATH=~/site-p python3 "$G2" same "$R/gen-$de.json" "$R/xpf-$sp-on-$de.json" \
+      --field prefill_argmax --label "prefill argmax on $de's sequences: $de vs $sp" --out "$R/same-prefill-$sp-on-$de.json" | cut -c1-700
+    [ -f "$R/xpf-$de-on-$sp.json" ] && PYTHONPATH=~/site-p python3 "$G2" same "$R/gen-$sp.json" "$R/xpf-$de-on-$sp.json" \
+      --field prefill_argmax --label "prefill argmax on $sp's sequences: $sp vs $de" --out "$R/same-prefill-$de-on-$sp.json" | cut -c1-700
+  done
+  pack dsa
+  cd "$G/t192i"
+  gens=$(for pair in $pairs; do for n in ${pair%%:*} ${pair#*:}; do [ -f "$R/gen-$n.json" ] && echo "$R/gen-$n.json"; done; done)
+  [ -n "$gens" ] && PYTHONPATH=~/site-p timeout 150 python3 "$G2" compare $gens \
+    --ref "$G/t192i" --weights tiny-glm5-Q8_0-idx.gguf --out-dir "$R" --floor-dtypes ${FLOORS:-bfloat16} 2>&1 | grep -v Warn | cut -c1-700
+  cd "$G/t192"
+  [ -f "$R/gen-u-bf16-tri.json" ] && PYTHONPATH=~/site-p timeout 100 python3 "$G2" compare "$R/gen-u-bf16-tri.json" \
+    --ref "$G/t192" --weights tiny-glm5-Q8_0-noidx.gguf --out-dir "$R" --floor-dtypes float16 bfloat16 2>&1 | grep -v Warn | cut -c1-700
+  cd - >/dev/null
+  pack dsa
+  if [ -n "$writer" ]; then wait $writer; stamp "GLM-5-shaped: $(tail -2 "$R/make_glm5_shaped.txt" | cut -c1-300)"; df -h /root | tail -1; fi
+  pack dsa
   ;;
 big)
   units=${UNITS:-b-tuned b-default}

@@ -6,7 +6,8 @@
   glm5_agreement.py compare gen.json --ref REF_DIR --weights A.gguf [B.gguf ...] --label L --out cmp.json
   glm5_agreement.py compare gen-a.json gen-b.json ... --ref REF_DIR --weights A.gguf --out-dir DIR
                              [--floor-dtypes float16 bfloat16]
-  glm5_agreement.py same gen-a.json gen-b.json --label L --out same.json
+  glm5_agreement.py same gen-a.json gen-b.json --label L --out same.json [--field prefill_argmax]
+  glm5_agreement.py prefill gen-a.json --base-url URL --model NAME --out xpf.json
 
 generate: greedy (temperature 0, ignore_eos) from the reference prompts through the OpenAI API,
 generated ids read back as token ids, with the server's top-K logprobs at each step. --prefill
@@ -47,6 +48,45 @@ def _token_id(key: str) -> int:
     return int(str(key).rsplit(":", 1)[-1])
 
 
+def prefill_rows(url: str, model: str, prompt_ids: list[int], ids: list[int], k: int) -> dict:
+    """The whole sequence (prompt + ids) sent once as a prompt with prompt_logprobs: the server's
+    teacher-forced top-k at each position of ids, from the prefill path alone."""
+    body = {"model": model, "prompt": prompt_ids + ids, "max_tokens": 1, "temperature": 0.0,
+            "prompt_logprobs": k, "return_tokens_as_token_ids": True}
+    plp = post(url, body)["choices"][0].get("prompt_logprobs") or []
+    n = len(prompt_ids)
+    rows = []
+    # prompt_logprobs[i] is the distribution that predicted token i, so position n + j
+    # holds the prediction for generated token j (what decode step j produced)
+    for step in plp[n: n + len(ids)]:
+        rows.append({str(_token_id(t)): (v["logprob"] if isinstance(v, dict) else v)
+                     for t, v in (step or {}).items()})
+        best = min((v for v in (step or {}).values() if isinstance(v, dict) and "rank" in v),
+                   key=lambda v: v["rank"], default=None)
+        if best is not None and best.get("rank") != 1:
+            rows[-1]["_argmax_missing"] = True
+    argmax = [max(((int(t), v) for t, v in r.items() if not t.startswith("_")),
+                  key=lambda tv: tv[1])[0] if r else None for r in rows]
+    return {"prefill_top_logprobs": rows, "prefill_argmax": argmax}
+
+
+def prefill(args: argparse.Namespace) -> None:
+    """Another server's sequences (a generate output) teacher-forced through this server's prefill:
+    both servers then predict every position from the same input, so a divergence early in the
+    greedy decode cannot hide whether the rest agrees."""
+    src = json.load(open(args.source))
+    url = args.base_url.rstrip("/") + "/completions"
+    out = {"model": args.model, "base_url": args.base_url, "source": src.get("base_url"), "sequences": []}
+    for seq in src["sequences"]:
+        row = {"prompt_ids": seq["prompt_ids"], "generated_ids": seq["generated_ids"]}
+        row.update(prefill_rows(url, args.model, seq["prompt_ids"], seq["generated_ids"], max(1, args.top_logprobs)))
+        out["sequences"].append(row)
+    json.dump(out, open(args.out, "w"), indent=1)
+    print(json.dumps({"model": args.model, "positions": sum(len(s["prefill_argmax"]) for s in out["sequences"]),
+                      "prefill_argmax_equals_source_token": sum(int(p == g) for s in out["sequences"]
+                                                                for p, g in zip(s["prefill_argmax"], s["generated_ids"]))}))
+
+
 def generate(args: argparse.Namespace) -> None:
     ref = json.load(open(os.path.join(args.ref, "reference.json")))
     url = args.base_url.rstrip("/") + "/completions"
@@ -63,24 +103,7 @@ def generate(args: argparse.Namespace) -> None:
         seq = {"prompt_ids": case["prompt_ids"], "generated_ids": ids, "token_logprobs": lp.get("token_logprobs"),
                "top_logprobs": top, "reference_greedy_prefix_match": same_prefix, "reference_len": len(ref_ids)}
         if args.prefill:
-            # the same sequence again, as a prompt: the server's teacher-forced top-k from prefill alone
-            body = {"model": args.model, "prompt": case["prompt_ids"] + ids, "max_tokens": 1, "temperature": 0.0,
-                    "prompt_logprobs": k, "return_tokens_as_token_ids": True}
-            plp = post(url, body)["choices"][0].get("prompt_logprobs") or []
-            n = len(case["prompt_ids"])
-            rows = []
-            # prompt_logprobs[i] is the distribution that predicted token i, so position n + j
-            # holds the prediction for generated token j (what decode step j produced)
-            for step in plp[n: n + len(ids)]:
-                rows.append({str(_token_id(t)): (v["logprob"] if isinstance(v, dict) else v)
-                             for t, v in (step or {}).items()})
-                best = min((v for v in (step or {}).values() if isinstance(v, dict) and "rank" in v),
-                           key=lambda v: v["rank"], default=None)
-                if best is not None and best.get("rank") != 1:
-                    rows[-1]["_argmax_missing"] = True
-            seq["prefill_top_logprobs"] = rows
-            seq["prefill_argmax"] = [max(((int(t), v) for t, v in r.items() if not t.startswith("_")),
-                                         key=lambda tv: tv[1])[0] if r else None for r in rows]
+            seq.update(prefill_rows(url, args.model, case["prompt_ids"], ids, k))
         out["sequences"].append(seq)
     json.dump(out, open(args.out, "w"), indent=1)
     summary = {"model": args.model, "generated": sum(len(s["generated_ids"]) for s in out["sequences"]),
@@ -283,18 +306,32 @@ def compare(args: argparse.Namespace) -> None:
 
 
 def same(args: argparse.Namespace) -> None:
-    """Greedy tokens of two servers on the same prompts: equal positions and the first divergence."""
+    """Greedy tokens of two servers on the same prompts: equal positions and the first divergence.
+    With --field prefill_argmax: the teacher-forced predictions of two files over the same
+    sequences (generate --prefill of one server, prefill of the other on that server's output)."""
     a, b = (json.load(open(path)) for path in (args.a, args.b))
-    rows, equal, total = [], 0, 0
+    field = args.field
+    rows, equal, total, gaps = [], 0, 0, []
     for sa, sb in zip(a["sequences"], b["sequences"]):
-        x, y = sa["generated_ids"], sb["generated_ids"]
+        if field != "generated_ids" and sa["generated_ids"] != sb["generated_ids"]:
+            raise SystemExit(f"{field}: the two files do not hold the same sequences")
+        x, y = sa[field], sb[field]
         first = next((i for i, (p, q) in enumerate(zip(x, y)) if p != q), None)
         eq = sum(int(p == q) for p, q in zip(x, y))
-        rows.append({"positions": min(len(x), len(y)), "equal": eq, "first_divergence": first})
+        rows.append({"positions": min(len(x), len(y)), "equal": eq, "first_divergence": first,
+                     "differ_at": [i for i, (p, q) in enumerate(zip(x, y)) if p != q][:20]})
         equal += eq
         total += min(len(x), len(y))
-    result = {"label": args.label, "a": a["model"] + " " + a["base_url"], "b": b["model"] + " " + b["base_url"],
+        if field == "prefill_argmax":
+            # logprob of a's argmax under both servers, where both report it
+            for p, ra, rb in zip(x, sa["prefill_top_logprobs"], sb["prefill_top_logprobs"]):
+                if p is not None and str(p) in ra and str(p) in rb:
+                    gaps.append(abs(float(ra[str(p)]) - float(rb[str(p)])))
+    result = {"label": args.label, "field": field, "a": a["model"] + " " + a["base_url"],
+              "b": b["model"] + " " + b["base_url"],
               "positions": total, "equal": equal, "identical": equal == total, "per_sequence": rows}
+    if gaps:
+        result["logprob_abs_diff_at_a_argmax"] = _stats(gaps)
     json.dump(result, open(args.out, "w"), indent=1)
     print(json.dumps(result))
 
@@ -323,8 +360,15 @@ def main() -> None:
     d.add_argument("b")
     d.add_argument("--label", required=True)
     d.add_argument("--out", required=True)
+    d.add_argument("--field", default="generated_ids", choices=["generated_ids", "prefill_argmax"])
+    f = sub.add_parser("prefill")
+    f.add_argument("source", help="a generate output (another server's sequences)")
+    f.add_argument("--base-url", required=True)
+    f.add_argument("--model", required=True)
+    f.add_argument("--top-logprobs", type=int, default=5)
+    f.add_argument("--out", required=True)
     args = ap.parse_args()
-    {"generate": generate, "compare": compare, "same": same}[args.cmd](args)
+    {"generate": generate, "compare": compare, "same": same, "prefill": prefill}[args.cmd](args)
 
 
 if __name__ == "__main__":

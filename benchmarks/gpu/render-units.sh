@@ -2,7 +2,7 @@
 # Renders, with benchmarks/gpu/render-unit.yml, the units the GPU acceptance run starts, into OUT/<name>/.
 # Each is the cuda profile of inventory/example-blackwell with only the device-specific values
 # (model path, port, GPU share, TP size) and the one setting under test changed.
-# usage: render-units.sh OUT [single|x2|v033|v033b|v033c|tp N]
+# usage: render-units.sh OUT [single|x2|v033|v033b|v033c|v033d|tp N]
 #   v033: the vllm 0.33.0 acceptance set (issue 21): tiny GLM-5 without indexer (bf16, float16; the
 #         unpatched runs use the same renders with another PYTHONPATH), tiny GLM-5 with indexer
 #         (sparse DSA vs forced dense), the deeper GLM-5-shaped Q4_K model (cuda profile vs defaults)
@@ -10,10 +10,13 @@
 #         (vLLM's own sampler: no FlashInfer JIT build at the first start); float16 with the cuda
 #         profile and one change each (eager, FLASH_ATTN_MLA, both, model runner V1, a second copy
 #         for a site whose router dtype is edited on the device), bfloat16, and the indexer pair
+#   v033d: the third run: the indexer pair (sparse DSA vs forced dense; also with the plugin's Triton
+#         kernels in bfloat16 and float16), bfloat16 with the plugin's Triton kernels, and the deeper
+#         model with the plugin's CUDA kernels (b-cuda) vs its Triton kernels (b-tri)
 #   tp N: the cuda-profile render of that deeper model at tensor parallel size N (2 or 8)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-out=${1:?usage: render-units.sh OUT [single|x2|v033|v033b|v033c|tp N]}; set_=${2:-single}; tp=${3:-2}
+out=${1:?usage: render-units.sh OUT [single|x2|v033|v033b|v033c|v033d|tp N]}; set_=${2:-single}; tp=${3:-2}
 G=/root/gpu; B=/root/big
 render() {  # name port model tokenizer [-e k=v ...]
   local name=$1 port=$2 model=$3 tok=$4; shift 4
@@ -94,6 +97,34 @@ elif [ "$set_" = v033c ]; then
   render u-f16-tri-eager 8122 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" -e vllm_service_dtype=float16 "${envt[@]}" \
     -e "{\"vllm_service_extra_args\": [$kvb, \"--enforce-eager\"]}"
   render u-bf16-tri 8123 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" "${envt[@]}" -e "{\"vllm_service_extra_args\": [$kvb]}"
+elif [ "$set_" = v033d ]; then
+  # the third run (2026-12-03): the indexer pair and bfloat16 with the Triton kernels as in v033b/v033c,
+  # and the deeper GLM-5-shaped Q4_K model with the plugin's CUDA kernels against its Triton kernels
+  # (VLLM_GGUF_USE_CUDA=0), both with the FlashInfer sampler off and otherwise the cuda profile
+  T=$G/t192; I=$G/t192i; D=$B/glm5-shaped-Q4_K.gguf
+  nofi='"VLLM_USE_FLASHINFER_SAMPLER": "0"'
+  tri='"VLLM_USE_FLASHINFER_SAMPLER": "0", "VLLM_GGUF_USE_CUDA": "0"'
+  kvb='"--kv-cache-memory-bytes", "1073741824"'
+  small=(-e vllm_service_max_model_len=4096 -e vllm_service_tensor_parallel_size=1 -e vllm_service_gpu_memory_utilization=0.04
+         -e "{\"vllm_service_extra_args\": [$kvb]}")
+  render u-sparse 8118 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${small[@]}" -e "{\"vllm_service_extra_env\": {$nofi}}" \
+    -e vllm_service_attention_backend= -e vllm_service_dsa_attention=sparse
+  render u-dense-idx 8119 $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${small[@]}" -e "{\"vllm_service_extra_env\": {$nofi}}" \
+    -e vllm_service_dsa_attention=dense
+  render u-bf16-tri 8123 $T/tiny-glm5-Q8_0-noidx.gguf $T/hf "${small[@]}" -e "{\"vllm_service_extra_env\": {$tri}}"
+  # the indexer pair again with the plugin's Triton kernels (no 8-bit activations), bfloat16 and float16
+  for dt in bf16 f16; do
+    d=(); [ $dt = f16 ] && d=(-e vllm_service_dtype=float16)
+    port=$([ $dt = f16 ] && echo 8126 || echo 8124)
+    render u-sparse-tri-$dt $port $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${small[@]}" "${d[@]}" \
+      -e "{\"vllm_service_extra_env\": {$tri}}" -e vllm_service_attention_backend= -e vllm_service_dsa_attention=sparse
+    render u-dense-tri-$dt $((port + 1)) $I/tiny-glm5-Q8_0-idx.gguf $I/hf "${small[@]}" "${d[@]}" \
+      -e "{\"vllm_service_extra_env\": {$tri}}" -e vllm_service_dsa_attention=dense
+  done
+  deep=(-e vllm_service_tensor_parallel_size=1 -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.45
+        -e "{\"vllm_service_extra_args\": [$kv]}")
+  render b-cuda 8211 $D $B "${deep[@]}" -e "{\"vllm_service_extra_env\": {$nofi}}"
+  render b-tri 8212 $D $B "${deep[@]}" -e "{\"vllm_service_extra_env\": {$tri}}"
 elif [ "$set_" = tp ]; then
   render "tp$tp" $((8300 + tp)) $B/glm5-shaped-Q4_K.gguf $B -e vllm_service_tensor_parallel_size="$tp" \
     -e vllm_service_max_model_len=8192 -e vllm_service_gpu_memory_utilization=0.85 -e "{\"vllm_service_extra_args\": [$kv]}"
