@@ -174,3 +174,27 @@ class ModelStore:
         for version in doomed:
             shutil.rmtree(self.version_dir(version))
         return doomed
+
+
+def damaged_files(directory: Path, workers: int) -> list[str]:
+    """What in a placed set differs from its manifest: a file gone, another size, another sha256.
+
+    Hashes every file (a flipped bit keeps size and mtime), so it costs a read of the whole set.
+    """
+    manifest = read_manifest(directory)
+    if manifest is None:
+        return [f"{directory / MANIFEST}: missing or unreadable, so nothing says what was verified"]
+    recorded: dict[str, dict] = manifest.get("files", {})
+    problems, present = [], []
+    for name, entry in sorted(recorded.items()):
+        path = directory / name
+        if not path.is_file():
+            problems.append(f"{name}: missing")
+        elif path.stat().st_size != entry["size"]:
+            problems.append(f"{name}: {path.stat().st_size} bytes, {entry['size']} when it was verified")
+        else:
+            present.append(path)
+    for name, sha in sorted(sha256_files(present, workers).items()):
+        if sha != recorded[name]["sha256"]:
+            problems.append(f"{name}: sha256 {sha}, {recorded[name]['sha256']} when it was verified")
+    return problems

@@ -11,7 +11,7 @@ import pytest
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import RemoteFile
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_fetch import FetchRequest, ensure_model
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_store import MANIFEST, ModelStore
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_store import MANIFEST, ModelStore, damaged_files
 from tests.e2e.model_http_server import ModelHTTPServer
 
 from tests.fixtures.models.make_split_demo import HF_FILES, split_gguf
@@ -194,6 +194,29 @@ def test_local_source_is_not_hashed_again(sets, tmp_path: Path):
     assert first.problems == [] and first.switched
     second = ensure_model(request())
     assert not second.changed and second.hashed_files == []
+
+
+def test_a_shard_damaged_after_placing_is_found_though_size_and_mtime_are_kept(sets, tmp_path: Path):
+    files = [RemoteFile(name=p.name, local_path=str(p)) for p in sorted(sets["a"].iterdir())]
+    placed = ensure_model(FetchRequest(root=str(tmp_path / "m"), name="local", source="local", files=files,
+                                       gguf_files=SHARDS, margin_bytes=0))
+    current = tmp_path / "m" / "local" / "current"
+    assert placed.switched and damaged_files(current, workers=2) == []
+
+    shard = current / SHARDS[1]
+    kept = shard.stat()
+    with shard.open("r+b") as handle:  # one flipped bit in the middle, as a bad disk block leaves it
+        handle.seek(kept.st_size // 2)
+        byte = handle.read(1)[0]
+        handle.seek(kept.st_size // 2)
+        handle.write(bytes([byte ^ 0x01]))
+    os.utime(shard, ns=(kept.st_atime_ns, kept.st_mtime_ns))
+    (current / "tokenizer_config.json").unlink()
+
+    problems = damaged_files(current, workers=2)
+    assert problems[0] == "tokenizer_config.json: missing"
+    assert problems[1].startswith(f"{SHARDS[1]}: sha256 ") and f"{sha256(sets['a'] / SHARDS[1])} when it was verified" in problems[1]
+    assert len(problems) == 2
 
 
 def test_local_source_with_a_foreign_shard_is_refused(sets, tmp_path: Path):
