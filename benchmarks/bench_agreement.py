@@ -149,7 +149,7 @@ print(json.dumps(load.as_dict()))
 
 
 def sh(container: str, command: list[str]) -> str:
-    done = subprocess.run(["podman", "exec", container, *command], capture_output=True, text=True)
+    done = subprocess.run(["podman", "exec", container, *command], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(command[:3])} failed in {container}:\n{done.stderr[-3000:]}")
     return done.stdout
@@ -309,7 +309,7 @@ def main() -> int:
             worst = max(worst, abs(paired - 1.0))
         print(f"{label:22} {a:14.2f} {b:17.2f} {ratio:15.3f} {paired:18.3f}")
     for key, label in (("output_throughput", "output tok/s"), ("ttft_mean", "TTFT mean")):
-        q1, _, q3 = statistics.quantiles([o[key] / t[key] for o, t in zip(ours, theirs) if t[key]], n=4)
+        q1, _median, q3 = statistics.quantiles([o[key] / t[key] for o, t in zip(ours, theirs) if t[key]], n=4)
         print(f"pair ratios of {label}: quartiles {q1:.3f} .. {q3:.3f} over {len(ours)} rounds")
     agree = worst <= args.tolerance
     print(f"\noutput throughput and mean TTFT (median pair ratios) agree {'within' if agree else 'OUTSIDE'} "

@@ -49,7 +49,7 @@ def timed(action) -> tuple[float, object]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", maxsplit=1)[0])
     parser.add_argument("--files", type=int, default=4)
     parser.add_argument("--size-gb", type=float, default=1.0)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 2)

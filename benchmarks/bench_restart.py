@@ -31,7 +31,7 @@ def on_host(command: str) -> str:
 
 
 def ansible(args: list[str], check: bool = True) -> subprocess.CompletedProcess:
-    result = subprocess.run(args, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True)
+    result = subprocess.run(args, cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, check=False)
     if check and result.returncode != 0:
         sys.exit(f"{' '.join(args)} failed:\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
     return result

@@ -61,7 +61,7 @@ def chain_seconds(events: list[dict]) -> dict[str, float]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--hosts", type=int, default=3)
     parser.add_argument("--keep", action="store_true", help="leave the fleet running")
     parser.add_argument("--prefix", default="vllm-fleet-bench", help="test host names (PREFIX-1 ..., PREFIX-lb)")

@@ -29,8 +29,8 @@ def ansible_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, cwd=REPO_ROOT, env=ansible_env(), capture_output=True, text=True, **kwargs)
+def run(cmd: list[str], check: bool = False, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, cwd=REPO_ROOT, env=ansible_env(), capture_output=True, text=True, check=check, **kwargs)
 
 
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
@@ -48,7 +48,7 @@ def assert_molecule_scenario_passes(scenario: str, **extra_env: str) -> str:
         ansible_log = Path(scratch) / "ansible.log"
         result = subprocess.run(["molecule", "test", "-s", scenario], cwd=REPO_ROOT,
                                 env=ansible_env(ANSIBLE_LOG_PATH=str(ansible_log), **extra_env),
-                                capture_output=True, text=True, timeout=1800)
+                                capture_output=True, text=True, timeout=1800, check=False)
         played = ansible_log.read_text() if ansible_log.exists() else ""
     output = ANSI_ESCAPE.sub("", result.stdout + result.stderr)
     assert result.returncode == 0, output[-8000:]

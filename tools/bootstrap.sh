@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up this machine as a vllm-fleet controller and test-host builder (idempotent):
-# Debian packages (podman, runc, mmdebstrap, rsync, ssh, systemd-analyze), podman's config, and the controller
-# venv (.venv, Python 3.12) from requirements-controller.txt.
+# Debian packages (podman, runc, mmdebstrap, rsync, ssh, systemd-analyze; shellcheck for ansible-test
+# sanity), podman's config, and the controller venv (.venv, Python 3.12) from requirements-controller.txt.
 set -euo pipefail
 
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV=$REPO_ROOT/.venv
-APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client iproute2 apt-utils gnupg systemd)
+APT_PACKAGES=(podman runc mmdebstrap uidmap slirp4netns rsync openssh-client iproute2 apt-utils gnupg systemd shellcheck)
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 

@@ -102,8 +102,8 @@ wait_for_boot() {
 }
 
 wait_for_ssh() {
-  local port=$1 i
-  for i in $(seq 1 60); do
+  local port=$1 _attempt
+  for _attempt in $(seq 1 60); do
     ssh -q -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null \
       -o ConnectTimeout=2 -i "$SSH_KEY" -p "$port" root@127.0.0.1 true && return
     sleep 1

@@ -52,7 +52,7 @@ HOST_GROUP = "vllm_hosts"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="vllm-fleet", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="vllm-fleet", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("command", choices=sorted(PLAYBOOKS))
     parser.add_argument("-i", "--inventory", default=str(REPO / "inventory" / "local"), help="inventory path")
     parser.add_argument("-l", "--limit", help="hosts or groups to run on")
@@ -96,8 +96,8 @@ def inventory_hosts(inventory: str, limit: str | None) -> list[str]:
     An inventory ansible-inventory cannot list alone (a vaulted file) gives an empty list: the
     hosts then come from the run's events.
     """
-    out, _ = ansible_runner.get_inventory(action="list", inventories=[inventory], response_format="json",
-                                          envvars=ansible_envvars(), quiet=True)
+    out, _error = ansible_runner.get_inventory(action="list", inventories=[inventory], response_format="json",
+                                               envvars=ansible_envvars(), quiet=True)
     try:
         hosts = group_hosts(out if isinstance(out, dict) else json.loads(out), HOST_GROUP)
     except (TypeError, ValueError):

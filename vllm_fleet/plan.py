@@ -25,7 +25,7 @@ EXIT_BAD_INPUT = 1
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="vllm-fleet plan", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="vllm-fleet plan", description=__doc__.split("\n\n", maxsplit=1)[0])
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--gguf", nargs="+", metavar="FILE", help="the model's GGUF file(s); one shard names the set")
     source.add_argument("--config", type=Path, help="HF config.json (with --quant)")

@@ -89,7 +89,7 @@ class RunSummary:
             outcome.message = str(res.get("msg", ""))[:2000]
 
     def exit_code(self, runner_rc: int) -> int:
-        states = [outcome for outcome in self.hosts.values()]
+        states = list(self.hosts.values())
         if any(o.rolled_back and o.failed for o in states):
             return EXIT_ROLLED_BACK
         if any(o.failed for o in states):

@@ -77,7 +77,7 @@ def render(roles_dir: Path, roles: list[str] | None = None) -> str:
 
 
 def main(argv: list[str], roles_dir: Path) -> int:
-    parser = argparse.ArgumentParser(prog="vllm-fleet variables", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="vllm-fleet variables", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("roles", nargs="*", help="only these roles (default: all)")
     parser.add_argument("--out", type=Path, help="write the Markdown here instead of printing it")
     args = parser.parse_args(argv)

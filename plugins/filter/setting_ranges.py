@@ -30,7 +30,7 @@ def setting_range_problems(settings: dict[str, list]) -> list[str]:
             problems.append(f"{name}={value!r} is not a number")
             continue
         low, exclusive = _bound(minimum)
-        high, _ = _bound(maximum)
+        high, _high_exclusive = _bound(maximum)
         if low is not None and (number <= low if exclusive else number < low):
             problems.append(f"{name}={value} is below its range ({'more than' if exclusive else 'at least'} {low:g})")
         elif high is not None and number > high:

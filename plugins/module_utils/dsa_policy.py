@@ -44,7 +44,7 @@ class DsaDecision:
 
 
 def capability_major(compute_capability: str) -> int:
-    major, _, _ = str(compute_capability).strip().partition(".")
+    major, _dot, _minor = str(compute_capability).strip().partition(".")
     return int(major)
 
 

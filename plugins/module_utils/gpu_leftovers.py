@@ -219,8 +219,10 @@ def parse_gpu_memory_used(csv_text: str) -> dict[int, int]:
 
 
 def run_nvidia_smi(nvidia_smi: str, query: str) -> str:
-    result = subprocess.run([nvidia_smi, query, "--format=csv,noheader,nounits"],
-                            capture_output=True, text=True, timeout=30, check=False)
+    # subprocess, not AnsibleModule.run_command: nvidia-smi hangs when the driver does, and
+    # run_command has no timeout.
+    result = subprocess.run(  # pylint: disable=ansible-bad-function
+        [nvidia_smi, query, "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=30, check=False)
     return result.stdout if result.returncode == 0 else ""
 
 

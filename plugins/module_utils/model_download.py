@@ -92,10 +92,17 @@ def shown_url(url: str) -> str:
     return urllib.parse.urlunsplit((parts.scheme, netloc, parts.path, "<query hidden>" if parts.query else "", ""))
 
 
+def open_request(request: urllib.request.Request, timeout: float):
+    """The response to request; raises HTTPError for an error status, URLError or OSError for no answer."""
+    # urllib's default opener, as its module-level open function uses: proxies from the environment,
+    # redirects, HTTPS with the default context. Not Ansible's open_url: this also runs without Ansible.
+    return urllib.request.build_opener().open(request, timeout=timeout)
+
+
 def head_size(name: str, url: str, headers: dict[str, str], timeout: float) -> int:
     request = urllib.request.Request(url, method="HEAD", headers=headers)
     try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
+        with open_request(request, timeout) as response:
             length = response.headers.get("Content-Length")
     except (OSError, http.client.HTTPException) as error:
         raise FetchError(f"{name}: {shown_url(url)}: {error}") from error
@@ -111,7 +118,7 @@ def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], ti
     target = staging / remote.name
     part = staging / f"{remote.name}.part"
     last_error = ""
-    for _ in range(max(1, attempts)):
+    for _attempt in range(max(1, attempts)):
         transfer.attempts += 1
         have = part.stat().st_size if part.exists() else 0
         if transfer.attempts == 1:
@@ -137,7 +144,7 @@ def fetch_range(url: str, part: Path, offset: int, headers: dict[str, str], time
     """Append url's bytes from offset to part; returns the bytes received (a server that ignores Range restarts the file)."""
     request = urllib.request.Request(url, headers={**headers, **({"Range": f"bytes={offset}-"} if offset else {})})
     try:
-        response = urllib.request.urlopen(request, timeout=timeout)
+        response = open_request(request, timeout)
     except urllib.error.HTTPError as error:
         if error.code == 416 and offset:  # nothing left past offset: the .part is whole
             return 0

@@ -86,7 +86,7 @@ class Topology:
 
 
 def cc_tuple(compute_capability: str) -> tuple[int, int]:
-    major, _, minor = compute_capability.partition(".")
+    major, _dot, minor = compute_capability.partition(".")
     return int(major), int(minor or 0)
 
 

@@ -51,7 +51,7 @@ class Series:
 def files_touched(patches: list[tuple[str, str]]) -> list[str]:
     """site-packages-relative paths the diffs name (old and new sides)."""
     paths: set[str] = set()
-    for _, text in patches:
+    for _name, text in patches:
         for pattern in (DIFF_SOURCE, DIFF_TARGET):
             paths.update(m["path"] for m in pattern.finditer(text) if m["path"] != "/dev/null")
     return sorted(paths)
@@ -78,7 +78,7 @@ def installed_version(site_packages: Path, distribution: str) -> str | None:
     """Version of an installed distribution, from its *.dist-info directory name."""
     wanted = canonical(distribution)
     for entry in site_packages.glob("*.dist-info"):
-        name, _, version = entry.name[: -len(".dist-info")].rpartition("-")
+        name, _dash, version = entry.name[: -len(".dist-info")].rpartition("-")
         if canonical(name) == wanted:
             return version
     return None
@@ -134,7 +134,10 @@ def run_patch(workdir: Path, name: str, text: str, reverse: bool = False, dry_ru
         argv.append("--reverse")
     if dry_run:
         argv.append("--dry-run")
-    result = subprocess.run(argv, input=text, capture_output=True, text=True, check=False)
+    # subprocess, not AnsibleModule.run_command: library code with no module object (vllm_patch and
+    # the unit tests both reach it through patched_env and apply_series).
+    result = subprocess.run(  # pylint: disable=ansible-bad-function
+        argv, input=text, capture_output=True, text=True, check=False)
     if result.returncode != 0:
         direction = "reversing" if reverse else "applying"
         raise PatchError(f"{direction} {name} failed: {(result.stdout + result.stderr).strip()}")

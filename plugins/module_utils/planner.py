@@ -351,7 +351,7 @@ def load_gguf_model(paths: list[str]) -> Model:
     files: list[Path] = []
     for given in paths:
         files += [p for p in split_siblings(Path(given)) if p not in files]
-    tensors, _, _ = read_tensor_sizes(files)
+    tensors, _expert_count, _expert_used_count = read_tensor_sizes(files)
     dims = dims_from_gguf(read_gguf_metadata(files[0]), tensors)
     return Model(dims, tuple(tensors), ", ".join(p.name for p in files), quant_mix(tensors))
 
@@ -546,7 +546,7 @@ def fix_suggestions(model: Model, layout: Layout, reserve: Reserve) -> list[str]
 
 def bits_that_fit(model: Model, layout: Layout, reserve: Reserve) -> float | None:
     """Average bits per weight whose weights leave room for one max_model_len sequence (scaled)."""
-    stages, _ = stage_weights(model, layout)
+    stages, _mtp_bytes = stage_weights(model, layout)
     weights = max(sum(s.by_part.values()) for s in stages)
     layers = max(s.layers for s in stages)
     kv = kv_bytes_per_token_per_layer(model.dims, layout.tp, reserve.kv_dtype_bytes) * layers * layout.max_model_len

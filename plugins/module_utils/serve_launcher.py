@@ -19,6 +19,10 @@ waits until min(RestartSec * 2^(n-1), FLEET_RESTART_MAX_SECONDS) have passed sin
 A start after `systemctl stop`/`start` (a deploy's restart) begins with no streak and no wait.
 """
 
+# A program (the unit's ExecStart, installed from here by the vllm_service role), not code run
+# inside a module: it reports on stderr (the journal) and ends with an exit status.
+# pylint: disable=ansible-bad-function
+
 from __future__ import annotations
 
 import fcntl
@@ -49,7 +53,7 @@ def read_addresses() -> list[ipaddress.IPv4Interface]:
     and nothing the unit's system-call filter denies; secondary addresses are not listed)."""
     found = []
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        for _, name in socket.if_nameindex():
+        for _index, name in socket.if_nameindex():
             request = struct.pack("256s", name.encode()[:15])
             try:
                 address = fcntl.ioctl(sock.fileno(), SIOCGIFADDR, request)[20:24]

@@ -12,7 +12,10 @@ STATE_PROPERTIES = ("ActiveState", "SubState", "MainPID", "NRestarts", "Result",
 
 
 def run_command(argv: list[str]) -> str:
-    return subprocess.run(argv, capture_output=True, text=True, check=True, timeout=60).stdout
+    # subprocess, not AnsibleModule.run_command, which has no timeout: a systemctl or journalctl
+    # that hangs must not hold the module (and the play) forever.
+    return subprocess.run(  # pylint: disable=ansible-bad-function
+        argv, capture_output=True, text=True, check=True, timeout=60).stdout
 
 
 @dataclass(frozen=True)

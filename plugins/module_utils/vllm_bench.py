@@ -149,7 +149,7 @@ def make_prompts(count: int, words: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     prompts = []
     for index in range(count):
-        body = " ".join(rng.choice(PROMPT_WORDS) for _ in range(max(words - 2, 1)))
+        body = " ".join(rng.choice(PROMPT_WORDS) for _word in range(max(words - 2, 1)))
         prompts.append(f"Request {index} {seed}: {body}")
     return prompts
 
@@ -157,7 +157,7 @@ def make_prompts(count: int, words: int, seed: int = 0) -> list[str]:
 def make_token_prompts(count: int, length: int, vocab_size: int, seed: int = 0) -> list[list[int]]:
     """count prompts of exactly `length` random token ids (the workload of vLLM's random dataset)."""
     rng = random.Random(seed)
-    return [[rng.randrange(vocab_size) for _ in range(length)] for _ in range(count)]
+    return [[rng.randrange(vocab_size) for _token in range(length)] for _prompt in range(count)]
 
 
 def completion_body(model: str, prompt: str | list[int], max_tokens: int, ignore_eos: bool) -> dict[str, Any]:

@@ -59,7 +59,9 @@ class Endpoint:
         request = urllib.request.Request(self.url(path), data=data, headers=self.headers())
         if data is not None:
             request.add_header("Content-Type", "application/json")
-        return urllib.request.urlopen(request, timeout=self.timeout if timeout is None else timeout)
+        # urllib's default opener, as its module-level open function uses: proxies from the
+        # environment, redirects, HTTPS with the default context, HTTPError for an error status.
+        return urllib.request.build_opener().open(request, timeout=self.timeout if timeout is None else timeout)
 
     def request(self, path: str, body: dict | None = None, timeout: float | None = None) -> Reply:
         """One request; an HTTP error is a Reply with its status, no answer a Reply with None."""

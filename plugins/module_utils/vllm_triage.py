@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from functools import partial
 from itertools import chain, islice, repeat
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Optional
 
 CAUSE_CLASSES = (
     "gpu_memory_held_or_oom",
@@ -278,7 +278,9 @@ def looks_like_journal_json(line: str) -> bool:
     return isinstance(entry, dict) and "MESSAGE" in entry
 
 
-Entry = tuple[str, int | None, str | None, str | None]  # message, pid, timestamp, invocation id
+# message, pid, timestamp, invocation id (Optional, not `| None`: an alias is evaluated on import,
+# and module_utils also import on Python 3.9 targets)
+Entry = tuple[str, Optional[int], Optional[str], Optional[str]]
 
 
 def parse_journal_json(raw_lines: list[str]) -> Iterator[Entry]:

@@ -46,14 +46,14 @@ options:
       url: {description: Where to download it (I(source=url))., type: str}
       sha256: {description: Expected sha256., type: str}
       size: {description: Size in bytes (default from a HEAD request)., type: int}
-  local_dir: {description: For I(source=local), the directory with the GGUF files, config and tokenizer., type: path}
-  hf_repo: {description: For I(source=hf), the repository with the GGUF shards., type: str}
-  hf_revision: {description: Branch, tag or commit; pin a commit for a reproducible set., type: str, default: main}
+  local_dir: {description: "For I(source=local), the directory with the GGUF files, config and tokenizer.", type: path}
+  hf_repo: {description: "For I(source=hf), the repository with the GGUF shards.", type: str}
+  hf_revision: {description: "Branch, tag or commit; pin a commit for a reproducible set.", type: str, default: main}
   hf_allow_patterns: {description: Repository paths to fetch (default any path ending in one of I(gguf_files))., type: list, elements: str}
   hf_config_repo: {description: Repository with config.json and the tokenizer (default I(hf_repo))., type: str}
   hf_config_revision: {description: Its revision., type: str, default: main}
   hf_token: {description: Hub token (from Ansible Vault)., type: str}
-  hf_endpoint: {description: Hub endpoint (default huggingface_hub's, which reads HF_ENDPOINT)., type: str}
+  hf_endpoint: {description: "Hub endpoint (default huggingface_hub's, which reads HF_ENDPOINT).", type: str}
   expected_architecture: {description: general.architecture the first shard must carry., type: str}
   expected_tensor_count: {description: Number of tensors the set must hold., type: int}
   validate_gguf: {description: Read the GGUF headers (off only where the controller already did)., type: bool, default: true}
@@ -74,7 +74,7 @@ options:
   hash_workers: {description: Files hashed at once., type: int, default: 4}
   download_attempts: {description: Attempts per file within one run (each resumes the last)., type: int, default: 3}
   timeout: {description: Seconds without data before a connection counts as failed., type: float, default: 60}
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""
@@ -105,7 +105,7 @@ bytes_transferred: {description: Bytes received in this run., returned: always, 
 hashed_files: {description: Files hashed in this run (empty when the manifest vouched for them)., returned: always, type: list}
 hash_seconds: {description: Time spent hashing., returned: always, type: float}
 pruned: {description: Versions removed by retention., returned: always, type: list}
-problems: {description: What is wrong, one sentence each, naming the file., returned: always, type: list}
+problems: {description: "What is wrong, one sentence each, naming the file.", returned: always, type: list}
 """
 
 from pathlib import Path
@@ -133,9 +133,9 @@ def local_files(params: dict) -> list[RemoteFile]:
 def hub_files(params: dict) -> list[RemoteFile]:
     token, endpoint = params["hf_token"], params["hf_endpoint"]
     patterns = params["hf_allow_patterns"] or [f"*{name}" for name in params["gguf_files"]]
-    _, shards = resolve_hf(params["hf_repo"], params["hf_revision"], patterns, token, endpoint)
+    _revision, shards = resolve_hf(params["hf_repo"], params["hf_revision"], patterns, token, endpoint)
     config_repo = params["hf_config_repo"] or params["hf_repo"]
-    _, config = resolve_hf(config_repo, params["hf_config_revision"], HF_FILES, token, endpoint)
+    _config_revision, config = resolve_hf(config_repo, params["hf_config_revision"], HF_FILES, token, endpoint)
     return [s for s in shards if s.name in params["gguf_files"]] + config
 
 

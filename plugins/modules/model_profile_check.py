@@ -12,13 +12,13 @@ description:
     gguf_files must be a complete C(-NNNNN-of-NNNNN) set; each URL needs a 64-digit sha256 and
     each GGUF file a URL.
 options:
-  source: {description: controller, url, hf or local., type: str, required: true}
+  source: {description: "controller, url, hf or local.", type: str, required: true}
   gguf_files: {description: Every shard of the set., type: list, elements: str, required: true}
   source_dir: {description: controller source directory., type: str, default: ""}
-  urls: {description: url source entries (url, sha256, name, size)., type: list, elements: dict, default: []}
+  urls: {description: "url source entries (url, sha256, name, size).", type: list, elements: dict, default: []}
   hf_repo: {description: hf source repository., type: str, default: ""}
   local_dir: {description: local source directory on the host., type: str, default: ""}
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

@@ -55,7 +55,7 @@ options:
     description: Whether this run changed the driver.
     type: bool
     default: false
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

@@ -28,7 +28,7 @@ options:
     description: File that holds the loaded kernel module's version.
     type: path
     default: /sys/module/nvidia/version
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

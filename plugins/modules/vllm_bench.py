@@ -52,7 +52,7 @@ options:
     description: Extra facts stored with the run (host, versions, patch series, tuning).
     type: dict
     default: {}
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""
@@ -115,8 +115,8 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_probe import
 
 
 def measure(params: dict) -> dict:
-    client, _, _ = connect(params["base_url"], params["model"], params["api_key"], params["health_timeout"],
-                           params["request_timeout"])
+    client, _served_ids, _waited = connect(params["base_url"], params["model"], params["api_key"],
+                                           params["health_timeout"], params["request_timeout"])
     endpoint = Endpoint(params["base_url"], params["api_key"], params["request_timeout"])
     result = benchmark_service(client, endpoint, params["model"], BenchPlan(**params["plan"]),
                                coherence_cases(params["coherence"]))

@@ -79,7 +79,7 @@ options:
     description: A GPU counts as free below this many MiB used.
     type: int
     default: 1024
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""
@@ -145,7 +145,7 @@ def unit_cgroup(module: AnsibleModule, unit: str | None) -> str:
     if not unit:
         return ""
     name = unit if "." in unit else f"{unit}.service"
-    rc, out, _ = module.run_command(["systemctl", "show", "--property=ControlGroup", "--value", name])
+    rc, out, _err = module.run_command(["systemctl", "show", "--property=ControlGroup", "--value", name])
     return out.strip() if rc == 0 and out.strip() else f"/system.slice/{name}"
 
 

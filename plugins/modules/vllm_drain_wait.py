@@ -38,7 +38,7 @@ options:
       (the stop's --shutdown-timeout still drains them).
     type: bool
     default: false
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

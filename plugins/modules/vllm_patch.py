@@ -38,7 +38,7 @@ options:
     type: list
     elements: str
     required: true
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

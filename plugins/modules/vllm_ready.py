@@ -30,7 +30,6 @@ options:
     description: Bearer token, when the server needs one.
     type: str
     default: ""
-    no_log: true
   timeout:
     description: Seconds a healthy load may take.
     type: float
@@ -43,7 +42,7 @@ options:
     description: The triage rules (files/triage/rules.json, as data).
     type: dict
     required: true
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

@@ -48,7 +48,7 @@ options:
   envs_root:
     description: Directory of the venvs (action=prune); patched clones in it that no release links are removed.
     type: path
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

@@ -18,7 +18,7 @@ options:
   num_gpus: {description: GPUs the weights are spread over (tensor x pipeline parallel)., type: int, default: 1}
   memory_bandwidth_gbs: {description: Per-GPU (or CPU socket) memory bandwidth in GB/s; overrides the table., type: float}
   gpu_name: {description: GPU name as nvidia-smi prints it; asked from nvidia-smi when not given., type: str}
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""
@@ -35,25 +35,23 @@ bytes_per_token: {description: Weight bytes one decode step reads., returned: su
 total_bytes: {description: All tensor bytes of the model., returned: success, type: int}
 expert_count: {description: Experts per MoE layer (0 for a dense model)., returned: success, type: int}
 expert_used: {description: Experts the router picks per token., returned: success, type: int}
-bandwidth_gbs: {description: Per-GPU bandwidth used, or null., returned: success, type: float}
-bandwidth_source: {description: Where the bandwidth came from, or why there is none., returned: success, type: str}
-ceiling_tok_s: {description: Bandwidth-bound single-stream tok/s, or null., returned: success, type: float}
+bandwidth_gbs: {description: "Per-GPU bandwidth used, or null.", returned: success, type: float}
+bandwidth_source: {description: "Where the bandwidth came from, or why there is none.", returned: success, type: str}
+ceiling_tok_s: {description: "Bandwidth-bound single-stream tok/s, or null.", returned: success, type: float}
 """
 
 import shutil
-import subprocess
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.roofline import roofline_for
 
 
-def nvidia_smi_gpu_name() -> str | None:
+def nvidia_smi_gpu_name(module: AnsibleModule) -> str | None:
     if not shutil.which("nvidia-smi"):
         return None
-    done = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                          capture_output=True, text=True, check=False)
-    names = [line.strip() for line in done.stdout.splitlines() if line.strip()]
-    return names[0] if done.returncode == 0 and names else None
+    rc, out, _err = module.run_command(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"])
+    names = [line.strip() for line in out.splitlines() if line.strip()]
+    return names[0] if rc == 0 and names else None
 
 
 def main() -> None:
@@ -67,7 +65,7 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    gpu_name = params["gpu_name"] or nvidia_smi_gpu_name()
+    gpu_name = params["gpu_name"] or nvidia_smi_gpu_name(module)
     try:
         roofline = roofline_for(params["gguf_path"], params["num_gpus"], gpu_name, params["memory_bandwidth_gbs"])
     except (OSError, ValueError) as error:

@@ -32,7 +32,7 @@ options:
     description: The triage rules (files/triage/rules.json, as data).
     type: dict
     required: true
-author: vllm-fleet
+author: vllm-fleet engineers (@vllm-fleet)
 """
 
 EXAMPLES = r"""

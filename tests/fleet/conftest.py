@@ -26,7 +26,7 @@ def play(testbed: LocalFleet, playbook: str, workdir: Path, cmdline: str = "", *
 def cli(testbed: LocalFleet, *args: str, json_file: Path) -> tuple[int, dict, str]:
     done = subprocess.run([str(REPO_ROOT / "tools" / "vllm-fleet"), *args, "-i", str(testbed.inventory),
                            "--json", str(json_file)], capture_output=True, text=True, timeout=1800,
-                          env=ansible_env(VLLM_FLEET_RESULTS_DIR=str(RESULTS_DIR), COLUMNS="200"))
+                          env=ansible_env(VLLM_FLEET_RESULTS_DIR=str(RESULTS_DIR), COLUMNS="200"), check=False)
     report = json.loads(json_file.read_text()) if json_file.exists() else {}
     return done.returncode, report, done.stdout + done.stderr
 

@@ -122,8 +122,8 @@ def build_packages(pool: Path, branch: str, driver: str, cuda: str, kernel: str,
         build_deb(pool, name, v, {f"/usr/src/nvidia-{driver}/dkms.conf": (f'PACKAGE_NAME="nvidia"\nPACKAGE_VERSION="{driver}"\n', 0o644)},
                   extra=f"Conflicts: {other}\nProvides: nvidia-kernel-dkms-any (= {v})",
                   postinst=DKMS_POSTINST.format(name="nvidia", version=driver))
-    build_deb(pool, "libcuda1", v, {f"/usr/share/doc/libcuda1/version": (driver + "\n", 0o644)})
-    build_deb(pool, "libnvidia-ml1", v, {f"/usr/share/doc/libnvidia-ml1/version": (driver + "\n", 0o644)})
+    build_deb(pool, "libcuda1", v, {"/usr/share/doc/libcuda1/version": (driver + "\n", 0o644)})
+    build_deb(pool, "libnvidia-ml1", v, {"/usr/share/doc/libnvidia-ml1/version": (driver + "\n", 0o644)})
     smi_files = {"/usr/bin/nvidia-smi": (NVIDIA_SMI, 0o755),
                  "/usr/share/nvidia-standin/q.xml": (profile["xml"].read_text(), 0o644),
                  "/usr/share/nvidia-standin/query.csv": (profile["csv"].read_text(), 0o644)}

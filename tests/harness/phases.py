@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import xml.etree.ElementTree as ElementTree
+from xml.etree import ElementTree
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -124,7 +124,7 @@ def main() -> None:
     slowest = [Row(name, seconds) for name, seconds in sorted(tests, key=lambda t: -t[1])[:args.slowest]]
     print(table(f"slowest {args.slowest} tests (setup included)", slowest, args.markdown, unit="runs"), end="")
     if tests:
-        print(f"\n{len(tests)} tests, {sum(s for _, s in tests) / 60:.1f} min in pytest"
+        print(f"\n{len(tests)} tests, {sum(seconds for _name, seconds in tests) / 60:.1f} min in pytest"
               + (f"; whole run {total / 60:.1f} min" if phases else ""))
 
 

@@ -37,7 +37,7 @@ def test_exec_start_joined_and_tuning_args_split_into_words():
 
 def test_braced_variable_stays_one_word():
     unit = "[Service]\nExecStart=/bin/echo ${A} $A\n"
-    argv, _ = run_unit.command_and_env(unit, "A='x y'\n", None, {})
+    argv, _env = run_unit.command_and_env(unit, "A='x y'\n", None, {})
     assert argv == ["/bin/echo", "x y", "x", "y"]
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shutil
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -111,8 +110,8 @@ def hub(tmp_path: Path):
 
 
 def hf_request(endpoint: str, root: Path, token: str = "hf_secret") -> FetchRequest:
-    _, shards = resolve_hf(REPO, "main", [f"*{n}" for n in SHARDS], token, endpoint)
-    _, config = resolve_hf(REPO, "main", ["config.json", "tokenizer.json"], token, endpoint)
+    _revision, shards = resolve_hf(REPO, "main", [f"*{n}" for n in SHARDS], token, endpoint)
+    _config_revision, config = resolve_hf(REPO, "main", ["config.json", "tokenizer.json"], token, endpoint)
     return FetchRequest(root=str(root), name="hf-demo", source="hf", files=shards + config, gguf_files=SHARDS,
                         expected_architecture="qwen3", margin_bytes=0, hf_token=token, hf_endpoint=endpoint)
 
@@ -140,12 +139,12 @@ def test_hf_download_verify_place_and_second_run_is_metadata_only(hub, tmp_path:
         [*SHARDS, "config.json", "tokenizer.json"])
     assert (current / SHARDS[2]).read_bytes() == (model / SHARDS[2]).read_bytes()
     assert not (current / ".hf").exists()
-    assert any(method == "GET" and f"/resolve/{COMMIT}/Q8/{SHARDS[0]}" in path for method, path, _ in FakeHub.requests)
+    assert any(method == "GET" and f"/resolve/{COMMIT}/Q8/{SHARDS[0]}" in path for method, path, _range in FakeHub.requests)
 
     FakeHub.requests = []
     second = ensure_model(hf_request(endpoint, tmp_path / "models"))
     assert not second.changed and second.hashed_files == []
-    assert all("/api/models/" in path for _, path, _ in FakeHub.requests)
+    assert all("/api/models/" in path for _method, path, _range in FakeHub.requests)
 
 
 def test_a_hub_file_that_does_not_match_its_lfs_hash_is_refused(hub, tmp_path: Path):
@@ -159,6 +158,6 @@ def test_a_hub_file_that_does_not_match_its_lfs_hash_is_refused(hub, tmp_path: P
 
 
 def test_a_wrong_token_is_named(hub, tmp_path: Path):
-    endpoint, _ = hub
+    endpoint, _model = hub
     with pytest.raises(Exception, match="401"):
         resolve_hf(REPO, "main", ["*"], "hf_wrong", endpoint)

@@ -19,7 +19,7 @@ def make_diff(tmp: Path, relative: str, before: str, after: str) -> str:
     for path, text in ((a, before), (b, after)):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    result = subprocess.run(["diff", "-u", f"a/{relative}", f"b/{relative}"], cwd=tmp, capture_output=True, text=True)
+    result = subprocess.run(["diff", "-u", f"a/{relative}", f"b/{relative}"], cwd=tmp, capture_output=True, text=True, check=False)
     return result.stdout
 
 

@@ -12,7 +12,7 @@ import pytest
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.patch_series import (
     ENV_MARK, STAGING_SUFFIX, STATE_FILE, PatchError, apply_series, patched_env, unlinked_clones,
 )
-from tests.unit.test_patch_series import ORIGINAL, PATCHED_ONCE, series_root  # noqa: F401 (a fixture)
+from tests.unit.test_patch_series import ORIGINAL, PATCHED_ONCE, series_root  # noqa: F401 (a fixture)  # pylint: disable=unused-import
 
 SITE = "lib/python3.11/site-packages"
 

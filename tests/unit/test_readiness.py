@@ -108,7 +108,7 @@ def fake_clock():
 
 
 def test_ready_needs_a_real_completion(server):
-    _, endpoint = server
+    _state, endpoint = server
     clock, sleep = fake_clock()
     result = wait_until_ready(endpoint, "demo", running, timeout=60, clock=clock, sleep=sleep)
     assert result.ready and result.completion_tokens == 4

@@ -57,7 +57,7 @@ def test_no_address_in_the_network_names_the_network_and_what_the_host_has():
 
 def run_script(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(REPO_ROOT / "plugins" / "module_utils" / "serve_launcher.py"), *args],
-                          capture_output=True, text=True, env={**os.environ, **env})
+                          capture_output=True, text=True, env={**os.environ, **env}, check=False)
 
 
 def test_the_script_execs_the_command_with_the_resolved_host():
@@ -97,7 +97,7 @@ def test_back_off_waits_the_gap_less_what_systemd_already_waited(tmp_path):
         waited.append(seconds)
         clock[0] += seconds
 
-    for _ in range(6):  # each start fails 1 s in; systemd waits RestartSec before the next
+    for _start in range(6):  # each start fails 1 s in; systemd waits RestartSec before the next
         serve_launcher.back_off(env, sleep=sleep, clock=lambda: clock[0])
         clock[0] += 1 + 2
     # gaps 2, 4, 8, 10 (capped), 10: systemd's 2 s plus the launcher's share

@@ -95,8 +95,11 @@ def test_stream_without_usage_is_a_failed_request():
 
 
 def test_stream_error_is_recorded_not_raised():
+    def refuse(**_request):
+        raise ConnectionError("refused")
+
     class Broken:
-        completions = streaming_client(lambda **_: (_ for _ in ()).throw(ConnectionError("refused")))
+        completions = streaming_client(refuse)
     record = stream_completion(Broken(), "m", "p", 4)
     assert not record.ok and "ConnectionError: refused" in record.error
 

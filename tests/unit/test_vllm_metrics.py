@@ -54,7 +54,7 @@ def wait(answers, timeout: float = 10, stall: float = 10.0):
     clock = FakeClock()
     answers = iter(answers)
 
-    def fetch(_: str) -> str:
+    def fetch(_url: str) -> str:
         answer = next(answers)
         if isinstance(answer, Exception):
             raise answer
