@@ -14,6 +14,7 @@ tools/bootstrap.sh --test-images
 export PATH=$REPO_ROOT/.venv/bin:$PATH
 mkdir -p .cache/timings
 : > .cache/timings/tasks.jsonl  # this run's playbook tasks only
+: > .cache/timings/faults.jsonl  # this run's fault matrix rows (tests/harness/faults.py)
 rm -f .cache/timings/junit-*.xml
 start=$(date +%s.%N)
 
@@ -64,5 +65,6 @@ elif [[ $# -eq 0 && ${VLLM_FLEET_TEST_LANES:-2} == 2 ]]; then
 else
   lane main "$@" || status=$?
 fi
+[[ ! -s .cache/timings/faults.jsonl ]] || python -m tests.harness.faults
 [[ -z ${VLLM_FLEET_PHASES:-} ]] || printf 'pytest\t%s\t%s\n' "$start" "$(date +%s.%N)" >> "$VLLM_FLEET_PHASES"
 exit $status

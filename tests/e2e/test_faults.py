@@ -3,11 +3,22 @@ service (cleanup) or in a play that fails within seconds naming the root cause."
 
 from __future__ import annotations
 
+import contextlib
+import io
+import os
+import signal
+import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils import vllm_triage
+
 from tests.e2e.conftest import SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
+from tests.conftest import REPO_ROOT
+from tests.e2e.test_reboot import served_completion
 from tests.harness import faults
 
 pytestmark = pytest.mark.slow
@@ -15,6 +26,7 @@ pytestmark = pytest.mark.slow
 CLEANUP_TASK = "Stop leftover GPU and vLLM processes, remove stale shared memory"
 PRECHECK_TASK = "Check that nothing outside the unit holds its GPUs or port"
 GATE_TASK = "Wait until vLLM serves, failing fast on a crash"
+RULES = REPO_ROOT / "files" / "triage" / "rules.json"
 FAKE_DEVICES = "/run/fake-gpu"
 HOLD = f"{FAKE_DEVICES}/hold.py"
 
@@ -150,3 +162,194 @@ def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: 
     faults.record("crash_loop", survived="failed clearly", seconds=gate["seconds"], message=gate["msg"],
                   triage_class=gate["triage"]["class"])
     assert service_state()[0] == "active"
+
+
+# ----------------------------------------------------------------------------- faults at run time
+
+SERVE_TIMEOUT = 300
+
+
+def unit_pids() -> set[int]:
+    return {int(pid) for pid in on_host("pgrep -u vllm || true").split()}
+
+
+def restarts() -> int:
+    return int(on_host("systemctl show vllm --property=NRestarts --value"))
+
+
+def wait_until_gone(pids: set[int], timeout: float) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        if not [pid for pid in pids if alive(pid)]:
+            return time.monotonic() - started
+        time.sleep(0.2)
+    raise AssertionError(f"still alive {timeout:.0f} s after the kill: {[pid for pid in pids if alive(pid)]}")
+
+
+def wait_until_served(timeout: float = SERVE_TIMEOUT) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout:
+        try:
+            if served_completion() > 0:
+                return time.monotonic() - started
+        except OSError:
+            pass
+        time.sleep(1)
+    raise AssertionError(f"not serving {timeout:.0f} s after the fault: {service_state()}\n"
+                         + on_host("journalctl -u vllm --no-pager | tail -30", check=False))
+
+
+def triaged_class(since: str, until: str) -> tuple[str, str]:
+    """The root cause and class the triage names in the unit's journal between two times."""
+    journal = on_host(f"journalctl -u vllm --no-pager --since '{since}' --until '{until}'")
+    report = vllm_triage.triage_stream(io.BytesIO(journal.encode()), vllm_triage.load_rules(RULES))
+    return report.root_cause, report.cause_class
+
+
+@pytest.mark.parametrize(("fault", "process"), [
+    ("api_server_sigkill", "the API server (MainPID)"),
+    ("engine_oom_kill", "VLLM::EngineCore"),
+])
+def test_a_killed_vllm_process_takes_the_others_with_it_and_systemd_brings_it_back(
+        deployed: PlayRun, fault: str, process: str):
+    """SIGKILL of the main process (KillMode=mixed kills the engine and workers with it), or of the
+    engine core, as the kernel's OOM killer kills (the API server then exits and the unit restarts):
+    nothing of the old generation outlives it, the same release serves again with no playbook."""
+    main_pid, release, restarts_before = int(service_state()[1]), on_host("readlink /opt/vllm-fleet/releases/current"), restarts()
+    old = unit_pids()
+    target = main_pid if fault == "api_server_sigkill" else int(on_host("pgrep -u vllm -f '^VLLM::EngineCore'"))
+    assert target in old and len(old) >= 3, on_host("ps -o pid,args -u vllm")
+    since = on_host("date '+%Y-%m-%d %H:%M:%S'")
+    on_host(f"kill -KILL {target}")
+    gone = wait_until_gone(old, 30)
+    until = on_host("date '+%Y-%m-%d %H:%M:%S'")  # before the restart (RestartSec) begins a new attempt
+    served = wait_until_served()
+    cause, cause_class = triaged_class(since, until)
+    print(f"\n[{fault}] old processes gone {gone:.1f} s after the kill; serving again after {gone + served:.0f} s; "
+          f"triage: [{cause_class}] {cause}")
+    assert restarts() == restarts_before + 1 and service_state()[0] == "active"
+    assert on_host("readlink /opt/vllm-fleet/releases/current") == release
+    assert not old & unit_pids()
+    assert cause_class == "worker_killed", cause
+    faults.record(fault, survived="recovered", seconds=gone + served, triage_class=cause_class,
+                  message=f"SIGKILL of {process}: every old vLLM process gone in {gone:.1f} s, systemd restarted "
+                          f"the unit (NRestarts +1) onto the same release; the journal: {cause}")
+
+
+def test_a_full_dev_shm_is_refused_before_the_unit_is_stopped(deployed: PlayRun, tmp_path: Path):
+    """Another account's file fills /dev/shm (held open, so it is nobody's stale segment): the restart
+    stops before anything, naming the file; the running service keeps serving."""
+    room = int(on_host("df --output=avail --block-size=1M /dev/shm | tail -n 1"))
+    fill = room - 100  # leaves less than vllm_service_min_free_shm_mib (512)
+    on_host(f"fallocate -l {fill}M /dev/shm/other-team-buffer && chown nobody /dev/shm/other-team-buffer")
+    try:
+        holder = inject("fault-shm", "python3 -c 'import time; f = open(\"/dev/shm/other-team-buffer\"); time.sleep(600)'",
+                        user="nobody")
+        running = service_state()
+        refused = run_playbook(tmp_path, "playbooks/restart.yml")
+        assert refused.rc != 0
+        message = " ".join(refused.failed_result("Check there is room in /dev/shm for vLLM")["msg"].split())
+        print(f"\n[shm full] {message}")
+        assert "/dev/shm/other-team-buffer (nobody, " in message and "Nothing was stopped" in message, message
+        assert service_state() == running and alive(holder)
+        assert served_completion() > 0
+    finally:
+        on_host("systemctl stop fault-shm; rm -f /dev/shm/other-team-buffer", check=False)
+    faults.record("shm_full", survived="refused before any change", seconds=refused.seconds, message=message)
+
+
+def test_a_corrupted_compile_cache_is_rebuilt_at_the_restart(deployed: PlayRun, tmp_path: Path):
+    """Every file of the torch.compile cache overwritten with random bytes. vLLM rebuilds what it
+    fails to load ("Compiling model again due to a load failure"), but a broken inductor module it
+    imports crashes every start of the same code ("InductorError ... Failed to import"); the restart
+    then removes the cache once the triage names it, and starts again."""
+    cache = "/var/lib/vllm/cache/torch_compile_cache"
+    corrupted = int(on_host(f"n=0; for f in $(find {cache} -type f); do head -c 4096 /dev/urandom > $f; n=$((n+1)); done; "
+                            "echo $n"))
+    assert corrupted > 0
+    run = run_playbook(tmp_path, "playbooks/restart.yml")
+    assert run.rc == 0, run.output[-5000:]
+    assert run.task_result(GATE_TASK)["completion_tokens"] > 0
+    journal = on_host("journalctl -u vllm --no-pager -n 2000")
+    if "Remove the broken torch.compile cache" in run.output:
+        first = run.failed_result(GATE_TASK)
+        assert first["triage"]["class"] == "compile_cache", first
+        how = f"the start crashed ([compile_cache] {first['triage']['root_cause'][:120]}); the restart removed the cache and started again"
+    else:
+        assert "Compiling model again due to a load failure" in journal, journal[-3000:]
+        how = "vLLM logged 'Compiling model again due to a load failure' and rebuilt it"
+    print(f"\n[compile cache] {corrupted} files corrupted: {how}")
+    faults.record("compile_cache_corrupt", survived="recovered", seconds=run.seconds,
+                  message=f"{corrupted} cache files overwritten with random bytes: {how}; the gate passed",
+                  triage_class="compile_cache" if "crashed" in how else "")
+
+
+def test_a_shard_damaged_on_disk_is_found_by_verify_before_a_restart(deployed: PlayRun, tmp_path: Path):
+    """One flipped byte in the served GGUF, its size and mtime kept (as a bad block leaves it):
+    verify fails naming the file, and the running service is not touched."""
+    model = on_host("readlink -f /var/lib/vllm-fleet/models/demo-qwen3/current")
+    gguf = f"{model}/demo-qwen3-F32.gguf"
+    flip = ("python3 -c \"import os, sys; p = sys.argv[1]; st = os.stat(p); f = open(p, 'r+b'); "
+            "f.seek(st.st_size // 2); b = f.read(1)[0]; f.seek(st.st_size // 2); f.write(bytes([b ^ 1])); f.close(); "
+            f"os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))\" {gguf}")
+    running = service_state()
+    on_host(flip)
+    try:
+        found = run_playbook(tmp_path, "playbooks/verify.yml")
+        assert found.rc != 0
+        message = found.failed_result("Check the served model files against what was verified when they were placed")["msg"]
+        print(f"\n[shard corrupted] {message}")
+        assert "demo-qwen3-F32.gguf: sha256 " in message and "A restart would load it" in message, message
+        assert service_state() == running
+    finally:
+        on_host(flip)  # the same flip again puts the byte back
+    faults.record("shard_corrupted", survived="failed clearly", seconds=found.seconds, message=message)
+
+
+def test_a_play_killed_between_the_release_switch_and_the_gate_converges_on_the_next_run(
+        deployed: PlayRun, tmp_path: Path):
+    """ansible-playbook SIGKILLed (its whole process group) the moment `current` names the new
+    release: the next run with the same configuration restarts into it, gates it and marks it
+    verified; nothing is left half-done."""
+    releases = "/opt/vllm-fleet/releases"
+    before = on_host(f"readlink {releases}/current")
+    mark = str(time.time_ns())  # a configuration no earlier release has
+    change = {"vllm_service_extra_env": {"FLEET_FAULT_SWITCH": mark}}
+    killed: dict[str, str] = {}
+    play_ended = threading.Event()
+
+    def kill_after_switch() -> None:
+        while on_host(f"readlink {releases}/current", check=False) in (before, ""):
+            if play_ended.wait(0.1):
+                return
+        found = subprocess.run(["pgrep", "-f", f"{tmp_path / 'killed'}/env/extravars"], capture_output=True, text=True, check=False)
+        for pid in found.stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
+                killed["pid"] = pid
+        killed["current"] = on_host(f"readlink {releases}/current", check=False)
+
+    watcher = threading.Thread(target=kill_after_switch)
+    watcher.start()
+    try:
+        interrupted = run_playbook(tmp_path / "killed", cmdline=SERVICE_ONLY, **change)
+    finally:
+        play_ended.set()
+        watcher.join(timeout=60)
+    print(f"\n[killed after switch] play rc={interrupted.rc}, killed {killed}; "
+          f"verified -> {on_host(f'readlink {releases}/verified', check=False)}")
+    assert killed.get("pid") and interrupted.rc != 0, (killed, interrupted.output[-3000:])
+    switched = killed["current"]
+    assert switched != before and on_host(f"readlink {releases}/verified", check=False) != switched
+
+    started = time.monotonic()
+    converged = run_playbook(tmp_path / "next", cmdline=SERVICE_ONLY, **change)
+    assert converged.rc == 0, converged.output[-6000:]
+    assert on_host(f"readlink {releases}/current") == switched == on_host(f"readlink {releases}/verified")
+    main_pid = service_state()[1]
+    assert f"FLEET_FAULT_SWITCH={mark}" in on_host(f"tr '\\0' '\\n' < /proc/{main_pid}/environ")
+    restored = run_playbook(tmp_path / "restored", cmdline=SERVICE_ONLY)
+    assert restored.rc == 0, restored.output[-4000:]
+    faults.record("killed_between_switch_and_gate", survived="recovered", seconds=time.monotonic() - started,
+                  message=f"ansible-playbook killed with current -> {switched} not yet verified; the next run "
+                          "restarted into it, gated it and marked it verified")

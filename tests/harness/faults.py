@@ -38,10 +38,13 @@ FAULTS: dict[str, str] = {
 }
 
 
+OUTCOMES = ("recovered", "refused before any change", "failed clearly")
+
+
 @dataclass(frozen=True)
 class Row:
     fault: str
-    survived: str  # "recovered", "refused before any change", "failed clearly"
+    survived: str  # one of OUTCOMES
     seconds: float | None  # from the fault to serving again, or to the failure that names it
     message: str
     triage_class: str = ""
@@ -57,6 +60,8 @@ def record(fault: str, *, survived: str, seconds: float | None, message: str, tr
     """One row of the matrix; call it after the test's assertions, so that only proven rows appear."""
     if fault not in FAULTS:
         raise KeyError(f"{fault} is not in tests/harness/faults.py FAULTS")
+    if survived not in OUTCOMES:
+        raise ValueError(f"survived={survived!r}: one of {OUTCOMES}")
     row = Row(fault, survived, None if seconds is None else round(seconds, 1), " ".join(message.split())[:240],
               triage_class, data_lost)
     path = rows_path()
