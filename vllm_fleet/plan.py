@@ -17,8 +17,10 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.dsa_policy import MODES, PolicyError
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.planner import (DEFAULT_GPU_MEMORY_UTILIZATION, EXIT_NO_GO, GIB, QUANT_BLOCKS, Layout, Plan,
-                                                                               load_config_model, load_gguf_model, make_plan)
+                                                                               load_config_model, load_gguf_model, make_plan,
+                                                                               with_dsa_attention)
 
 EXIT_GO = 0
 EXIT_BAD_INPUT = 1
@@ -39,6 +41,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                         help=f"vLLM's share of GPU memory (default {DEFAULT_GPU_MEMORY_UTILIZATION})")
     parser.add_argument("--gpu-name", default="NVIDIA RTX PRO 6000 Blackwell",
                         help="GPU name for the bandwidth table (default: the flagship's)")
+    parser.add_argument("--dsa-attention", choices=MODES, default="auto",
+                        help="DSA models: dense MLA drops the indexer's weights and key cache; auto decides by the GPU "
+                             "as the service does (SM 12.x dense, SM 9.x/10.x sparse)")
     parser.add_argument("--bandwidth-gbs", type=float, help="memory bandwidth of one GPU, GB/s (overrides the table)")
     parser.add_argument("--json", type=Path, help="write the plan here")
     args = parser.parse_args(argv)
@@ -94,11 +99,18 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError, KeyError) as error:
         console.print(f"plan: cannot read the model: {error}")
         return EXIT_BAD_INPUT
+    try:
+        model, dsa = with_dsa_attention(model, args.dsa_attention, args.gpu_name)
+    except PolicyError as error:
+        console.print(f"plan: {error}")
+        return EXIT_BAD_INPUT
     layout = Layout(gpus=args.gpus, gpu_memory_gib=args.gpu_memory_gib, tp=args.tp, pp=args.pp,
                     max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
                     gpu_name=args.gpu_name, bandwidth_gbs=args.bandwidth_gbs)
     plan = make_plan(model, layout)
     console.print(table(plan))
+    if dsa:
+        console.print(f"note: DSA attention {dsa.mode}: {dsa.reason}")
     for note in plan.notes:
         console.print(f"note: {note}")
     for reason in plan.no_go:
@@ -106,6 +118,7 @@ def main(argv: list[str]) -> int:
     code = EXIT_GO if plan.go else EXIT_NO_GO
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps({**plan.as_dict(), "exit_code": code}, indent=1) + "\n")
+        args.json.write_text(json.dumps({**plan.as_dict(), "dsa_attention": dsa.mode if dsa else None,
+                                         "exit_code": code}, indent=1) + "\n")
     console.print(f"plan: {'go' if plan.go else 'no-go'} (exit {code})")
     return code

@@ -29,6 +29,18 @@ SPARSE_MLA_BACKENDS = frozenset({"FLASH_ATTN_MLA_SPARSE", "FLASHMLA_SPARSE", "FL
                                  "FLASHINFER_MLA_SPARSE_SM90", "FLASHINFER_MLA_SPARSE_SM120"})
 
 
+# Compute capability by the GPU name nvidia-smi prints, for planning on a machine without the GPU.
+COMPUTE_CAPABILITY_BY_NAME = {"RTX PRO 6000": "12.0", "RTX 50": "12.0", "H100": "9.0", "H200": "9.0",
+                              "GH200": "9.0", "H20": "9.0", "B200": "10.0", "GB200": "10.0", "B300": "10.3",
+                              "GB300": "10.3", "A100": "8.0", "L40S": "8.9"}
+
+
+def compute_capability_for(gpu_name: str) -> str | None:
+    """The compute capability of a GPU by its name (the longest matching table entry), or None."""
+    matches = [key for key in COMPUTE_CAPABILITY_BY_NAME if key.lower() in gpu_name.lower()]
+    return COMPUTE_CAPABILITY_BY_NAME[max(matches, key=len)] if matches else None
+
+
 class PolicyError(ValueError):
     """The requested attention mode cannot run on this platform or model."""
 

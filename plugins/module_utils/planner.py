@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable
 
+from .dsa_policy import DsaDecision, compute_capability_for, decide
 from .roofline import (Roofline, TensorSize, bytes_touched_per_token, gpu_bandwidth_gbs, read_tensor_sizes,
                        split_siblings)
 
@@ -282,6 +283,23 @@ def tensors_from_config(dims: ModelDims, quant: str) -> list[TensorSize]:
     for layer in range(dims.num_layers):
         named += [(name, n, matrix, 1) for name, n, matrix in layer_matrices(dims, layer)]
     return [TensorSize(name, quant_bytes(n, quant if matrix else "F32"), rows, n) for name, n, matrix, rows in named]
+
+
+def with_dsa_attention(model: Model, requested: str, gpu_name: str) -> tuple[Model, DsaDecision | None]:
+    """The model as vLLM serves it under the DSA policy (dsa_policy.decide): with dense MLA the
+    GGUF plugin drops the indexer, so neither its weights nor its key cache take memory. A model
+    without DSA comes back unchanged. Raises dsa_policy.PolicyError for a sparse request that
+    cannot run on that GPU."""
+    if not model.dims.index_head_dim:
+        return model, None
+    capability = compute_capability_for(gpu_name)
+    decision = decide([capability] if capability else [], has_indexer=True, requested=requested)
+    if decision.mode == "sparse":
+        return model, decision
+    dense = Model(dims=replace(model.dims, index_head_dim=0, index_n_heads=0),
+                  tensors=tuple(t for t in model.tensors if part_of(t.name) != "indexer"),
+                  source=model.source, quant=model.quant)
+    return dense, decision
 
 
 def load_config_model(config_path: str, quant: str) -> Model:

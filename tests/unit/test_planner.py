@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.dsa_policy import PolicyError
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.planner import (
     EXIT_NO_GO, GIB, INDEXER_KEY_BYTES, QUANT_BLOCKS, Layout, dims_from_config, kv_bytes_per_token_per_layer,
-    load_config_model, load_gguf_model, make_plan, rank_share, stage_layer_counts,
+    load_config_model, load_gguf_model, make_plan, rank_share, stage_layer_counts, with_dsa_attention,
 )
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.roofline import roofline_for
 from tests.conftest import DEMO_MODEL_DIR, GLM5_REFERENCE_DIR, REPO_ROOT
@@ -202,3 +203,25 @@ def test_fleet_cli_dispatches_plan():
 
     assert cli.main(["plan", "--gguf", str(DEMO_GGUF), "--gpus", "1", "--gpu-memory-gib", "8", "--tp", "1",
                      "--max-model-len", "4096"]) == 0
+
+
+def test_dense_mla_drops_the_indexer_as_the_plugin_does():
+    """The flagship's GPU (SM 12.x) serves GLM-5 with dense MLA: no indexer weights, no indexer key
+    cache (the H200 run showed vLLM's KV tokens 10.3 % above a plan that counted them)."""
+    model = load_config_model(str(GLM5_CONFIG), "Q4_K")
+    layout = Layout(gpus=8, gpu_memory_gib=96, tp=8, max_model_len=32768)
+    dense, decision = with_dsa_attention(model, "auto", "NVIDIA RTX PRO 6000 Blackwell Server Edition")
+    assert decision.mode == "dense" and "SM 12" in decision.reason
+    sparse_model, sparse = with_dsa_attention(model, "auto", "NVIDIA H200")
+    assert sparse.mode == "sparse" and sparse_model is model
+    with_indexer, without = make_plan(model, layout), make_plan(dense, layout)
+    assert without.kv_bytes_per_token_per_layer == (512 + 64) * 2
+    assert with_indexer.kv_bytes_per_token_per_layer - without.kv_bytes_per_token_per_layer == 128 * INDEXER_KEY_BYTES + 4
+    assert without.weight_bytes_per_gpu_by_part["indexer"] == 0 < with_indexer.weight_bytes_per_gpu_by_part["indexer"]
+    assert without.kv_cache_tokens > with_indexer.kv_cache_tokens
+    forced, _ = with_dsa_attention(model, "dense", "NVIDIA H200")
+    assert forced.dims.index_head_dim == 0
+    with pytest.raises(PolicyError, match="sparse DSA was requested"):
+        with_dsa_attention(model, "sparse", "NVIDIA RTX PRO 6000 Blackwell")
+    demo = load_gguf_model([str(DEMO_MODEL_DIR / "demo-qwen3-F32.gguf")])
+    assert with_dsa_attention(demo, "dense", "NVIDIA H200") == (demo, None)
