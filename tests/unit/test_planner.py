@@ -219,7 +219,7 @@ def test_dense_mla_drops_the_indexer_as_the_plugin_does():
     assert with_indexer.kv_bytes_per_token_per_layer - without.kv_bytes_per_token_per_layer == 128 * INDEXER_KEY_BYTES + 4
     assert without.weight_bytes_per_gpu_by_part["indexer"] == 0 < with_indexer.weight_bytes_per_gpu_by_part["indexer"]
     assert without.kv_cache_tokens > with_indexer.kv_cache_tokens
-    forced, _ = with_dsa_attention(model, "dense", "NVIDIA H200")
+    forced, _decision = with_dsa_attention(model, "dense", "NVIDIA H200")
     assert forced.dims.index_head_dim == 0
     with pytest.raises(PolicyError, match="sparse DSA was requested"):
         with_dsa_attention(model, "sparse", "NVIDIA RTX PRO 6000 Blackwell")
