@@ -18,7 +18,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils import vllm_triag
 
 from tests.e2e.conftest import SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
 from tests.conftest import REPO_ROOT
-from tests.e2e.test_reboot import served_completion
+from tests.e2e.test_reboot import SERVE_TIMEOUT, served_completion, wait_until_served
 from tests.harness import faults
 
 pytestmark = pytest.mark.slow
@@ -166,8 +166,6 @@ def test_crash_loop_fails_fast_with_the_root_cause(deployed: PlayRun, tmp_path: 
 
 # ----------------------------------------------------------------------------- faults at run time
 
-SERVE_TIMEOUT = 300
-
 
 def unit_pids() -> set[int]:
     return {int(pid) for pid in on_host("pgrep -u vllm || true").split()}
@@ -184,19 +182,6 @@ def wait_until_gone(pids: set[int], timeout: float) -> float:
             return time.monotonic() - started
         time.sleep(0.2)
     raise AssertionError(f"still alive {timeout:.0f} s after the kill: {[pid for pid in pids if alive(pid)]}")
-
-
-def wait_until_served(timeout: float = SERVE_TIMEOUT) -> float:
-    started = time.monotonic()
-    while time.monotonic() - started < timeout:
-        try:
-            if served_completion() > 0:
-                return time.monotonic() - started
-        except OSError:
-            pass
-        time.sleep(1)
-    raise AssertionError(f"not serving {timeout:.0f} s after the fault: {service_state()}\n"
-                         + on_host("journalctl -u vllm --no-pager | tail -30", check=False))
 
 
 def triaged_class(since: str, until: str) -> tuple[str, str]:
@@ -223,7 +208,7 @@ def test_a_killed_vllm_process_takes_the_others_with_it_and_systemd_brings_it_ba
     on_host(f"kill -KILL {target}")
     gone = wait_until_gone(old, 30)
     until = on_host("date '+%Y-%m-%d %H:%M:%S'")  # before the restart (RestartSec) begins a new attempt
-    served = wait_until_served()
+    served = wait_until_served(SERVE_TIMEOUT)
     cause, cause_class = triaged_class(since, until)
     print(f"\n[{fault}] old processes gone {gone:.1f} s after the kill; serving again after {gone + served:.0f} s; "
           f"triage: [{cause_class}] {cause}")

@@ -53,7 +53,7 @@ def wait_until_served(timeout: float) -> float:
         except OSError:
             pass
         time.sleep(2)
-    raise AssertionError(f"not serving {timeout:.0f} s after the reboot: {service_state()}\n"
+    raise AssertionError(f"not serving {timeout:.0f} s after it went down: {service_state()}\n"
                          + on_host("journalctl -u vllm --no-pager | tail -30", check=False))
 
 
