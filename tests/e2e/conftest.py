@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import warnings
 from pathlib import Path
 from typing import Iterator
@@ -58,25 +59,67 @@ def installed_collection(tmp_path_factory) -> Path:
     return collection.install(tmp_path_factory.mktemp("collection"))
 
 
+class BackgroundCapture:
+    """The golden image captured from the e2e host in a thread, so that the tests that leave the
+    host as the first deploy left it (the vllm_service scenario asserts it) run meanwhile; every
+    other test waits for it (the `deployed` fixture) before it changes the host."""
+
+    def __init__(self) -> None:
+        self._thread: threading.Thread | None = None
+
+    def start(self, host: str) -> None:
+        self._thread = threading.Thread(target=self._capture, args=(host,), daemon=True)
+        self._thread.start()
+
+    @staticmethod
+    def _capture(host: str) -> None:
+        try:
+            golden.capture(host)
+        except (RuntimeError, OSError) as error:  # later users build it from a bare host instead
+            warnings.warn(f"golden image not captured from {host}: {error}", stacklevel=1)
+        finally:
+            golden.capture_settled()
+
+    def wait(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+
+
 # The one deploy from a bare host, by the installed collection's vllm_fleet.fleet.site (the
 # checkout's site.yml runs second and must find nothing to change). Its converged host becomes the
 # golden image that molecule and the fleet start from (tests/harness/golden.py).
 @pytest.fixture(scope="package")
-def first_run(installed_collection: Path, tmp_path_factory) -> PlayRun:
+def golden_capture() -> Iterator[BackgroundCapture]:
+    capture = BackgroundCapture()
+    yield capture
+    capture.wait()
+
+
+@pytest.fixture(scope="package")
+def first_run(installed_collection: Path, tmp_path_factory, golden_capture: BackgroundCapture) -> PlayRun:
     try:
         run = run_playbook(tmp_path_factory.mktemp("run1"), installed=installed_collection)
-        if run.rc == 0:
-            try:
-                golden.capture(HOST)
-            except (RuntimeError, OSError) as error:  # later users build it from a bare host instead
-                warnings.warn(f"golden image not captured from {HOST}: {error}", stacklevel=1)
-    finally:
+    except BaseException:
+        golden.capture_settled()
+        raise
+    if run.rc == 0:
+        golden_capture.start(HOST)
+    else:
         golden.capture_settled()
     return run
 
 
 @pytest.fixture
-def deployed(first_run: PlayRun) -> PlayRun:
+def deployed_unchanged(first_run: PlayRun) -> PlayRun:
+    """The first deploy's host, for a test that must leave it as it is: it may run while the golden
+    image is captured from it."""
+    assert first_run.rc == 0, first_run.output[-6000:]
+    return first_run
+
+
+@pytest.fixture
+def deployed(first_run: PlayRun, golden_capture: BackgroundCapture) -> PlayRun:
+    golden_capture.wait()
     assert first_run.rc == 0, first_run.output[-6000:]
     return first_run
 

@@ -1,18 +1,25 @@
 """Model download on the deployed test host, from an HTTP server this test runs on the controller:
 download + verify + place a split GGUF set, resume after a dropped connection, refuse a wrong hash,
 a missing shard and a shard from another set (current link and service untouched), refuse a set
-that does not fit before downloading, and restart the service onto a switched set."""
+that does not fit before downloading, and restart the service onto a switched set, also when the
+play that switched it was killed before its gate."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import shutil
+import signal
+import subprocess
+import threading
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from tests.conftest import DEMO_MODEL_DIR
-from tests.e2e.conftest import DEMO_PROFILE, PlayRun, on_host, run_playbook, service_state
+from tests.e2e.conftest import DEMO_PROFILE, BackgroundCapture, PlayRun, on_host, run_playbook, service_state
 from tests.e2e.model_http_server import ModelHTTPServer
 from tests.harness import faults
 from tests.unit.test_model_fetch import SHARDS, make_set
@@ -32,7 +39,8 @@ def sha256(path: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory, first_run: PlayRun):
+def server(tmp_path_factory, first_run: PlayRun, golden_capture: BackgroundCapture):
+    golden_capture.wait()  # these tests change the host
     assert first_run.rc == 0, first_run.output[-6000:]
     www = tmp_path_factory.mktemp("www")
     make_set(www / "a")
@@ -155,8 +163,40 @@ def test_a_set_larger_than_the_free_space_fails_before_downloading(server: Model
                   message=message.splitlines()[0])
 
 
+@contextlib.contextmanager
+def killed_when_current_changes(run_dir: Path) -> Iterator[dict[str, str]]:
+    """SIGKILL (its whole process group) the ansible-playbook run whose runner directory is
+    run_dir the moment the release `current` link changes; what was killed and the link it left
+    are put in the yielded dict."""
+    before = on_host(f"readlink {RELEASES}/current")
+    killed: dict[str, str] = {}
+    play_ended = threading.Event()
+
+    def kill_after_switch() -> None:
+        while on_host(f"readlink {RELEASES}/current", check=False) in (before, ""):
+            if play_ended.wait(0.1):
+                return
+        found = subprocess.run(["pgrep", "-f", f"{run_dir}/env/extravars"], capture_output=True, text=True, check=False)
+        for pid in found.stdout.split():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(os.getpgid(int(pid)), signal.SIGKILL)
+                killed["pid"] = pid
+        killed["current"] = on_host(f"readlink {RELEASES}/current", check=False)
+
+    watcher = threading.Thread(target=kill_after_switch)
+    watcher.start()
+    try:
+        yield killed
+    finally:
+        play_ended.set()
+        watcher.join(timeout=60)
+
+
 def test_switching_the_served_set_restarts_the_service_onto_it(server: ModelHTTPServer, tmp_path: Path):
-    """Same model name and file names, another set: the unit is unchanged, the model role restarts it."""
+    """Same model name and file names, another set: the unit is unchanged, the model role restarts
+    it. The first switch run is SIGKILLed the moment `current` names the new release (a play killed
+    between the release switch and the gate); the next run with the same configuration restarts
+    into it, gates it and marks it verified."""
     www = server.state.root / "demo2"
     www.mkdir()
     for path in DEMO_MODEL_DIR.iterdir():
@@ -170,17 +210,29 @@ def test_switching_the_served_set_restarts_the_service_onto_it(server: ModelHTTP
     old_release = on_host(f"readlink {RELEASES}/current")
     unit = on_host("systemctl cat vllm")
     # Eager: this start proves the switch, not torch.compile (a cold compile for the new path).
-    switched = run_playbook(tmp_path / "switch", fleet_model=demo2,
-                            vllm_service_extra_args=["--enforce-eager"])
+    switch = {"fleet_model": demo2, "vllm_service_extra_args": ["--enforce-eager"]}
     try:
+        with killed_when_current_changes(tmp_path / "killed") as killed:
+            interrupted = run_playbook(tmp_path / "killed", **switch)
+        print(f"\n[killed after switch] play rc={interrupted.rc}, killed {killed}; "
+              f"verified -> {on_host(f'readlink {RELEASES}/verified', check=False)}")
+        assert killed.get("pid") and interrupted.rc != 0, (killed, interrupted.output[-3000:])
+        assert killed["current"] != old_release != ""
+        assert on_host(f"readlink {RELEASES}/verified", check=False) != killed["current"]
+
+        switched = run_playbook(tmp_path / "switch", **switch)
         assert switched.rc == 0, switched.output[-5000:]
         new_link = on_host(f"readlink {ROOT}/demo-qwen3/current")
         assert new_link != old_link and service_state()[0] == "active" and service_state()[1] != old_pid
         # The unit runs the current release; the new model set made a new release, which pins it.
         assert on_host("systemctl cat vllm") == unit
-        assert on_host(f"readlink {RELEASES}/current") != old_release
+        assert on_host(f"readlink {RELEASES}/current") == killed["current"] == on_host(f"readlink {RELEASES}/verified")
         served = on_host(f"cat /proc/{service_state()[1]}/cmdline | tr '\\0' ' '")
         assert f"{ROOT}/demo-qwen3/{new_link}/demo-qwen3-F32.gguf" in served
+        assert switched.task_result("Wait until vLLM serves, failing fast on a crash")["completion_tokens"] > 0
+        faults.record("killed_between_switch_and_gate", survived="recovered", seconds=switched.seconds,
+                      message=f"ansible-playbook killed with current -> {killed['current']} not yet verified; "
+                              "the next run restarted into it, gated it and marked it verified")
     finally:
         restored = run_playbook(tmp_path / "restore")
     assert restored.rc == 0, restored.output[-5000:]

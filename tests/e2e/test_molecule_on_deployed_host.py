@@ -25,7 +25,8 @@ find /etc/systemd/system/vllm.service.d /opt/vllm-fleet /var/lib/vllm-fleet/mode
 """
 
 
-def test_vllm_service_scenario_changes_nothing_on_the_deployed_host(deployed: PlayRun):
+# It leaves the host as it is (asserted below), so it runs while the golden image is captured.
+def test_vllm_service_scenario_changes_nothing_on_the_deployed_host(deployed_unchanged: PlayRun):
     before = on_host(HOST_STATE)
     output = assert_molecule_scenario_passes("vllm_service", **SCENARIO_ENV)
     assert "TASK [vllm_service : " in output and "Ask for a real completion with the API key" in output
