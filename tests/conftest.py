@@ -50,6 +50,10 @@ def assert_molecule_scenario_passes(scenario: str, **extra_env: str) -> str:
                                 env=ansible_env(ANSIBLE_LOG_PATH=str(ansible_log), **extra_env),
                                 capture_output=True, text=True, timeout=1800, check=False)
         played = ansible_log.read_text() if ansible_log.exists() else ""
+    if os.environ.get("VLLM_FLEET_MOLECULE_LOG_DIR"):  # ansible's timestamped log, to see where a scenario's time goes
+        keep = Path(os.environ["VLLM_FLEET_MOLECULE_LOG_DIR"])
+        keep.mkdir(parents=True, exist_ok=True)
+        (keep / f"{scenario}.log").write_text(played)
     output = ANSI_ESCAPE.sub("", result.stdout + result.stderr)
     assert result.returncode == 0, output[-8000:]
     summary = re.search(rf"{scenario}\s+: actions=(\d+)\s+successful=(\d+)\s+.*failed=(\d+)", output)
