@@ -36,6 +36,9 @@ LOAD = {"concurrency": 1, "max_tokens": 16, "pause": 2.0}
 # the balancer from sending them there.)
 BURST = {"concurrency": 2, "max_tokens": 4, "pause": 0.0}
 BURST_AFTER_STOP_SECONDS = 3
+# For a site.yml run whose change is the service's alone: python_env, vllm and model would only
+# confirm the fleet deploy's state (the fixture asserts they changed nothing there).
+SKIP_CONVERGED = "--skip-tags python_env,vllm,model"
 
 
 # HAProxy's administrative flags: maintenance set through the runtime API, drain.
@@ -149,19 +152,23 @@ def completes(base_url: str) -> bool:
 
 
 def test_rolling_restart_under_load_drops_no_request(fleet: LocalFleet, tmp_path: Path):
+    """Two of the three hosts (two make "one at a time" observable; the third restart would prove
+    nothing new and cost a vLLM start): LAST, outside --limit, keeps its process."""
+    rolled = [FIRST, MIDDLE]
     before = {host: main_pid(host) for host in HOSTS}
     with Traffic(fleet.lb, FIRST) as traffic:
-        roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll")
-    print(f"\nrolling restart of {len(HOSTS)} hosts in {roll.seconds:.0f} s under load: {traffic.summary()}")
+        roll = play(fleet, "playbooks/rolling_restart.yml", tmp_path / "roll", f"--limit {','.join([*rolled, fleet.lb])}")
+    print(f"\nrolling restart of {len(rolled)} hosts in {roll.seconds:.0f} s under load: {traffic.summary()}")
     assert roll.rc == 0, roll.output[-6000:]
     assert traffic.failed == 0, traffic.summary()
     assert traffic.load.counts.served >= 10 and traffic.burst.counts.served >= 10, traffic.summary()
     # The drain, not HAProxy's retries, kept the clients whole: each member was taken out, one at a time.
-    assert traffic.watch.taken_out() == set(HOSTS), traffic.watch.samples[-5:]
+    assert traffic.watch.taken_out() == set(rolled), traffic.watch.samples[-5:]
     assert traffic.watch.most_out_at_once() == 1, traffic.watch.samples
     assert traffic.retried == 0, haproxy_stats(fleet.lb)
-    for host in HOSTS:
+    for host in rolled:
         assert active(host) == "active" and main_pid(host) != before[host], host
+    assert main_pid(LAST) == before[LAST]
     assert set(haproxy_servers(fleet.lb).values()) == {"2"}, haproxy_servers(fleet.lb)  # every member UP again
 
 
@@ -193,7 +200,7 @@ def test_a_config_change_deployed_by_site_yml_rolls_one_host_at_a_time_drained(f
         # No burst: site.yml's prechecks and roles run for minutes before the first stop, and a
         # burst that long would starve the two cores (load average above 20 in a clean-clone run).
         with Traffic(fleet.lb, FIRST, burst=False) as traffic:
-            deployed = play(fleet, "site.yml", tmp_path / "deploy")
+            deployed = play(fleet, "site.yml", tmp_path / "deploy", SKIP_CONVERGED)
     finally:
         for host in (FIRST, LAST):
             fleet.host_vars(host).unlink()
