@@ -61,37 +61,6 @@ def fake_gpu() -> str:
     return f"{FAKE_DEVICES}/nvidia0"
 
 
-# One restart for what the cleanup must stop and what it must leave alone, side by side.
-def test_our_leftovers_are_cleaned_and_nothing_else(deployed: PlayRun, tmp_path: Path):
-    # An engine core of the service user outside the unit: what a SIGKILLed manual run leaves.
-    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::EngineCore sleep 600'", user="vllm")
-    on_host("head -c 1M /dev/zero > /dev/shm/nccl-fault-1 && head -c 1M /dev/zero > /dev/shm/psm_fault2")
-    device = fake_gpu()
-    holder = inject("fault-device", f"python3 {HOLD} {device}", user="vllm")
-    # Another team's vLLM on the same host (root's, outside the unit, holding none of its GPUs) and
-    # the persistence daemon the driver role enables (holding the device nodes): neither is ours.
-    foreign = inject("fault-foreign", "bash -c 'exec -a VLLM::EngineCore sleep 600'")
-    daemon = inject("fault-persistenced", f"bash -c 'exec -a /usr/bin/nvidia-persistenced python3 {HOLD} {device}'")
-    run = run_playbook(tmp_path, "playbooks/restart.yml", vllm_service_cleanup_device_glob=f"{FAKE_DEVICES}/nvidia*")
-    report("orphan VLLM::EngineCore + stale shm + device holder", run)
-    assert run.rc == 0, run.output[-5000:]
-    cleanup = run.task_result(CLEANUP_TASK)
-    assert orphan in cleanup["terminated"] + cleanup["killed"]
-    assert not alive(orphan)
-    assert {"/dev/shm/nccl-fault-1", "/dev/shm/psm_fault2"} <= set(cleanup["removed_shm_files"])
-    found = [h for h in cleanup["holders"] if h["pid"] == holder]
-    assert found and f"holds {device}" in found[0]["reasons"]
-    assert not alive(holder)
-    assert alive(foreign) and alive(daemon)
-    assert not {foreign, daemon} & {h["pid"] for h in cleanup["holders"]}
-    assert run.task_result(GATE_TASK)["completion_tokens"] > 0
-    assert service_state()[0] == "active"
-    faults.record("orphan_engine", survived="recovered", seconds=run.seconds,
-                  message=f"restart stopped pids {sorted(cleanup['terminated'] + cleanup['killed'])}, removed "
-                          f"{len(cleanup['removed_shm_files'])} stale shm files; another user's vLLM and "
-                          "nvidia-persistenced left running")
-
-
 def test_foreign_gpu_holder_is_refused_before_the_unit_is_stopped(deployed: PlayRun, tmp_path: Path):
     device = fake_gpu()
     squatter = inject("fault-gpu", f"python3 {HOLD} {device}")
@@ -106,21 +75,50 @@ def test_foreign_gpu_holder_is_refused_before_the_unit_is_stopped(deployed: Play
                   message=message.splitlines()[0])
 
 
-def test_port_holder_outside_the_scope_is_refused_then_forced(deployed: PlayRun, tmp_path: Path):
+# One restart for what the cleanup must stop, what it must refuse to stop and what it must leave
+# alone, side by side: refused first (nothing stopped), then forced.
+def test_our_leftovers_are_cleaned_a_port_holder_refused_then_forced_and_nothing_else(deployed: PlayRun, tmp_path: Path):
     on_host("systemctl stop vllm")
+    # An engine core of the service user outside the unit: what a SIGKILLed manual run leaves.
+    orphan = inject("fault-orphan", "bash -c 'exec -a VLLM::EngineCore sleep 600'", user="vllm")
+    on_host("head -c 1M /dev/zero > /dev/shm/nccl-fault-1 && head -c 1M /dev/zero > /dev/shm/psm_fault2")
+    device = fake_gpu()
+    holder = inject("fault-device", f"python3 {HOLD} {device}", user="vllm")
+    # Another team's vLLM on the same host (root's, outside the unit, holding none of its GPUs) and
+    # the persistence daemon the driver role enables (holding the device nodes): neither is ours.
+    foreign = inject("fault-foreign", "bash -c 'exec -a VLLM::EngineCore sleep 600'")
+    daemon = inject("fault-persistenced", f"bash -c 'exec -a /usr/bin/nvidia-persistenced python3 {HOLD} {device}'")
+    # Root's server on the unit's port: outside the scope, so stopped only with force.
     squatter = inject("fault-port", f"python3 -m http.server 8000 --bind {internal_address()}")
-    refused = run_playbook(tmp_path / "refused", "playbooks/restart.yml")
+    glob = {"vllm_service_cleanup_device_glob": f"{FAKE_DEVICES}/nvidia*"}
+
+    refused = run_playbook(tmp_path / "refused", "playbooks/restart.yml", **glob)
     report("port held by root", refused)
     assert refused.rc != 0
     message = refused.task_result(PRECHECK_TASK)["msg"]
     assert "refusing to stop 1 process(es) outside the cleanup scope" in message
     assert f"pid {squatter} (root: /usr/bin/python3 -m http.server 8000" in message and "listens on port 8000" in message
-    assert alive(squatter), "nothing outside the scope may be killed without force"
+    assert all(alive(pid) for pid in (squatter, orphan, holder)), "nothing may be stopped before the refusal"
 
-    forced = run_playbook(tmp_path / "forced", "playbooks/restart.yml", vllm_service_cleanup_force=True)
-    assert forced.rc == 0, forced.output[-5000:]
-    assert not alive(squatter)
+    run = run_playbook(tmp_path / "forced", "playbooks/restart.yml", vllm_service_cleanup_force=True, **glob)
+    report("forced: orphan VLLM::EngineCore + stale shm + device holder + port holder", run)
+    assert run.rc == 0, run.output[-5000:]
+    cleanup = run.task_result(CLEANUP_TASK)
+    stopped = cleanup["terminated"] + cleanup["killed"]
+    assert orphan in stopped and squatter in stopped
+    assert not alive(orphan) and not alive(squatter)
+    assert {"/dev/shm/nccl-fault-1", "/dev/shm/psm_fault2"} <= set(cleanup["removed_shm_files"])
+    found = [h for h in cleanup["holders"] if h["pid"] == holder]
+    assert found and f"holds {device}" in found[0]["reasons"]
+    assert not alive(holder)
+    assert alive(foreign) and alive(daemon)
+    assert not {foreign, daemon} & {h["pid"] for h in cleanup["holders"]}
+    assert run.task_result(GATE_TASK)["completion_tokens"] > 0
     assert service_state()[0] == "active"
+    faults.record("orphan_engine", survived="recovered", seconds=run.seconds,
+                  message=f"restart stopped pids {sorted(stopped)}, removed "
+                          f"{len(cleanup['removed_shm_files'])} stale shm files; another user's vLLM and "
+                          "nvidia-persistenced left running")
     faults.record("foreign_port_holder", survived="refused before any change", seconds=refused.seconds,
                   message=message.splitlines()[0] + "; vllm_service_cleanup_force: true stops it")
 
