@@ -71,6 +71,8 @@ PIPE_LOGGER_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \|
 KERNEL_TIMESTAMP = re.compile(r"^\[(?:\s*\d+\.\d+|\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
 # Terminal colours, also as pasted ("\x1b[", "^[[", or the replacement character).
 ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m|\[[0-9;]+m")
+# A whole line between the same markdown emphasis marks, as pasted into an issue body.
+MARKDOWN_EMPHASIS = re.compile(r"^\s*(?P<mark>\*\*|__|`)(?P<inner>\S.*?\S)(?P=mark)\s*$")
 # ERROR 11-30 14:52:01 [core.py:700] message   (vLLM repeats this on every line of a record);
 # vLLM before 0.8: "ERROR 08-23 08:25:25 worker.py:226] message"; some builds drop the seconds.
 VLLM_LEVEL_PREFIX = re.compile(
@@ -353,7 +355,14 @@ def parse_vllm_line(
     return line
 
 
+def strip_markdown_emphasis(rest: str) -> str:
+    """A line pasted into an issue as **bold** or `code` loses the marks (both ends, the same mark)."""
+    match = MARKDOWN_EMPHASIS.match(rest)
+    return match["inner"] if match else rest
+
+
 def strip_collector_prefixes(rest: str) -> str:
+    rest = strip_markdown_emphasis(rest)
     for pattern in (PIPE_LOGGER_PREFIX, COLLECTOR_TIMESTAMP, COLLECTOR_SERVICE, KERNEL_TIMESTAMP):
         rest = pattern.sub("", rest, count=1)
     return rest.lstrip(" ") if rest[:2] == " (" else rest

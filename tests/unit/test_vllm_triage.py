@@ -469,3 +469,18 @@ def test_public_corpus_scores(rules):
     assert held["accuracy"] >= HELD_BACK_FLOOR
     assert summary(everything)["accuracy"] >= WHOLE_CORPUS_FLOOR
     assert summary(everything)["benign_named_as_cause"] == []
+
+
+@pytest.mark.parametrize("pasted", [
+    "  **ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.**",
+    "`ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0.`",
+])
+def test_an_exception_pasted_as_markdown_emphasis_is_still_the_cause(rules, pasted: str):
+    report = triage_stream(io.BytesIO((pasted + "\n").encode()), rules)
+    assert report.root_cause.startswith("ValueError: Bfloat16 is only supported") and not report.root_cause.endswith(("*", "`"))
+    assert report.cause_class == "config_or_tokenizer"
+
+
+def test_kwargs_in_code_is_not_taken_for_emphasis():
+    [line] = parse_log("    return fn(**kwargs)**\n")
+    assert line.text.strip() == "return fn(**kwargs)**"
