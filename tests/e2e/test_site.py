@@ -12,7 +12,7 @@ from openai import OpenAI
 
 from tests.conftest import DEMO_MODEL_DIR
 from tests.harness import collection, faults
-from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, SERVICE_ONLY, PlayRun, on_host, run_playbook, service_state
+from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, PlayRun, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
