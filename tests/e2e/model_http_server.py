@@ -1,11 +1,13 @@
 """A local HTTP file server for the model-download tests and benchmark: Range requests, a request
-log, and a mode that drops the connection part way through a file."""
+log, a mode that drops the connection part way through a file, and one that runs a callback part
+way through a file before it sends the rest (to change the client's host at a known byte)."""
 
 from __future__ import annotations
 
 import re
 import threading
 from dataclasses import dataclass, field
+from typing import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -26,6 +28,8 @@ class ServedRequest:
 class ServerState:
     root: Path
     drop_after: dict[str, int] = field(default_factory=dict)  # file name -> bytes sent before dropping, once
+    # file name -> (bytes sent, callback run then, before the rest is sent), once
+    pause_after: dict[str, tuple[int, Callable[[], None]]] = field(default_factory=dict)
     log: list[ServedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -79,18 +83,23 @@ class Handler(BaseHTTPRequestHandler):
             return
         with state.lock:
             drop = state.drop_after.pop(path.name, None)
+            pause, paused = state.pause_after.pop(path.name, (None, None))
         sent = 0
         with path.open("rb") as handle:
             handle.seek(start)
             remaining = end - start + 1
             while remaining > 0:
-                step = min(CHUNK, remaining, drop - sent if drop is not None else remaining)
-                data = handle.read(step)
+                stop_at = min(at for at in (drop, pause, sent + remaining) if at is not None and at > sent)
+                data = handle.read(min(CHUNK, stop_at - sent))
                 if not data:
                     break
                 self.wfile.write(data)
                 sent += len(data)
                 remaining -= len(data)
+                if paused is not None and sent >= pause:
+                    self.wfile.flush()
+                    paused()
+                    paused = None
                 if drop is not None and sent >= drop:
                     self.wfile.flush()
                     self.close_connection = True

@@ -163,6 +163,42 @@ def test_a_set_larger_than_the_free_space_fails_before_downloading(server: Model
                   message=message.splitlines()[0])
 
 
+def test_the_filesystem_filling_during_a_download_fails_naming_the_shard_and_a_rerun_resumes(
+        server: ModelHTTPServer, tmp_path: Path):
+    """Another writer fills the model filesystem while shard 2 downloads (the server fills it on the
+    host after sending a third of the shard, then sends the rest): the play fails naming the shard
+    and the full disk, the current link and the service are untouched, the partial file is kept,
+    and once there is room again the rerun resumes it."""
+    root, filler = "/dev/shm/small-models", "/dev/shm/other-writer"
+    size = (server.state.root / "a" / SHARDS[1]).stat().st_size
+    running = service_state()
+
+    def fill() -> None:  # leave 64 KiB, less than the two thirds of the shard still to come
+        on_host(f"fallocate -l $(( $(df --output=avail --block-size=1 /dev/shm | tail -n 1) - 65536 )) {filler}")
+
+    server.state.pause_after[SHARDS[1]] = (size // 3, fill)
+    try:
+        failed = play(tmp_path / "1", profile(server, "a"), model_root=root, model_download_attempts=1)
+        assert failed.rc != 0
+        message = failed.task_result(FETCH_TASK)["msg"]
+        print(f"\n[model] filesystem full: {message}")
+        assert f"{SHARDS[1]}: download incomplete after 1 attempt(s) ([Errno 28] No space left on device)" in message, message
+        assert on_host(f"test -e {root}/{NAME}/current && echo yes || echo no") == "no"
+        assert service_state() == running
+        kept = int(on_host(f"stat -c %s $(find {root} -name '{SHARDS[1]}.part')"))
+        assert 0 < kept < size
+
+        on_host(f"rm -f {filler}")
+        resumed = play(tmp_path / "2", profile(server, "a"), model_root=root)
+        assert resumed.rc == 0, resumed.output[-4000:]
+        transfer = next(t for t in resumed.task_result(FETCH_TASK)["transfers"] if t["name"] == SHARDS[1])
+        assert transfer["resumed_from"] == kept and transfer["bytes_transferred"] == size - kept
+    finally:
+        on_host(f"rm -rf {filler} {root}", check=False)
+    faults.record("download_fs_full", survived="failed clearly", seconds=failed.seconds,
+                  message=f"{message.splitlines()[0]}; the rerun resumed from byte {kept}")
+
+
 @contextlib.contextmanager
 def killed_when_current_changes(run_dir: Path) -> Iterator[dict[str, str]]:
     """SIGKILL (its whole process group) the ansible-playbook run whose runner directory is

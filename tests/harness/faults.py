@@ -26,6 +26,7 @@ FAULTS: dict[str, str] = {
     "download_dropped": "the connection drops in the middle of a shard download",
     "download_bad_set": "a downloaded shard set that fails its checks (sha256, size, shard list)",
     "download_no_space": "a model set larger than the free space of the model filesystem",
+    "download_fs_full": "the model filesystem filling up in the middle of a shard download",
     "patch_killed": "the patch build SIGKILLed in the middle of cloning the venv",
     "reboot_new_address": "a reboot that gives the host another address",
     "transient_start_failure": "start failures that pass after a while (the release's venv missing)",
