@@ -4,7 +4,7 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: collection_path
-author: vllm-fleet engineers
+author: vllm-fleet engineers (@vllm-fleet)
 version_added: 0.1.0
 short_description: The path on the controller of a file or directory shipped in this collection
 description:
