@@ -117,6 +117,9 @@ RAISE_STATEMENT = re.compile(r"^\s*raise \w")
 LOGGED_FAILURE_LEVELS = ("ERROR", "CRITICAL")
 # Lines that only point elsewhere, never worth quoting as the exception message.
 EXCEPTION_DETAIL_NOISE = re.compile(r"^\s*For further information visit ")
+# NCCL's error message spans lines (its error name, "Last error:", then the failing call); the
+# cause is on the line after "Last error:", so those lines belong to the exception.
+NCCL_MESSAGE_CONTINUATION = re.compile(r"^(?:nccl\w+Error: |Last error:\s*$)")
 # pydantic appends the whole input to a validation error; it only buries the message.
 PYDANTIC_INPUT_TAIL = re.compile(r"\s*\[type=[^\]]*?, input_value=.*$")
 # Worker names, pids, ranks and sizes differ between otherwise identical worker tracebacks.
@@ -515,8 +518,9 @@ def first_matching(patterns: Iterable[Pattern], text: str) -> Pattern | None:
 
 
 def drop_benign(lines: list[LogLine], rules: Rules) -> tuple[list[LogLine], Counter[str]]:
-    """Remove lines matched by benign rules; also the indented source line that Python's
-    warnings module prints under a warning ("  warnings.warn("). Counts per rule id."""
+    """Remove lines matched by benign rules (not one a fatal-line rule names); also the indented
+    source line that Python's warnings module prints under a warning ("  warnings.warn("). Counts
+    per rule id."""
     kept: list[LogLine] = []
     dropped: Counter[str] = Counter()
     last_benign: tuple[tuple[str, int | None], str] | None = None
@@ -526,6 +530,8 @@ def drop_benign(lines: list[LogLine], rules: Rules) -> tuple[list[LogLine], Coun
             and line.text[:1].isspace() and line.text.strip() != ""
         )
         pattern = None if continues_benign else first_matching(rules.benign, line.text)
+        if pattern is not None and first_matching(rules.fatal_lines, line.text) is not None:
+            pattern = None  # a warning a fatal rule names (the hub's "Not enough free disk space") stays
         if continues_benign or pattern is not None:
             rule_id = last_benign[1] if continues_benign and last_benign else pattern.id  # type: ignore[union-attr]
             dropped[rule_id] += 1
@@ -566,7 +572,7 @@ def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> F
     for following in lines[position + 1:position + 1 + LINE_CONTINUATION_MAX]:
         if following.index in in_traceback or following.stream != line.stream:
             break
-        if not continues_message(following):
+        if not continues_message(following) and not continues_nccl_message(following.text, event_lines):
             break
         text = f"{text} {following.text.strip()}"
         event_lines.append(following)
@@ -681,6 +687,9 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
             exceptions.append(stripped)
             exception_lines.append(line)
             expecting_exception = False
+        elif exceptions and continues_nccl_message(text, block):
+            exceptions[-1] = f"{exceptions[-1]} {stripped}"
+            exception_lines.append(line)
         else:
             break  # first ordinary line after the exception: the traceback is over
         block.append(line)
@@ -693,6 +702,11 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
     event = FailureEvent(kind="traceback", lines=block, exceptions=exceptions,
                          exception_lines=exception_lines, header=header)
     return event, position
+
+
+def continues_nccl_message(text: str, block: list[LogLine]) -> bool:
+    after_last_error = bool(block) and block[-1].text.strip() == "Last error:"
+    return after_last_error or bool(NCCL_MESSAGE_CONTINUATION.match(text))
 
 
 def chained_marker_just_seen(block: list[LogLine]) -> bool:
@@ -1127,6 +1141,7 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
         text = "\n".join(entry[0] for entry in batch).lower()
         benign_here = [pattern for pattern in rules.benign if pattern.hint is None or pattern.hint in text]
         keep_here = [pattern for pattern in keep_anyway if pattern.hint is None or pattern.hint in text]
+        fatal_here = [pattern for pattern in rules.fatal_lines if pattern.hint is None or pattern.hint in text]
         for entry in batch:
             position = index
             index += 1
@@ -1134,6 +1149,8 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
             if not message or message.isspace():
                 continue
             pattern = first_matching(benign_here, message) if benign_here else None
+            if pattern is not None and fatal_here and first_matching(fatal_here, message) is not None:
+                pattern = None  # a warning a fatal rule names stays, as in drop_benign
             if pattern is not None:
                 benign[pattern.id] += 1
                 last = (position, entry)

@@ -484,3 +484,29 @@ def test_an_exception_pasted_as_markdown_emphasis_is_still_the_cause(rules, past
 def test_kwargs_in_code_is_not_taken_for_emphasis():
     [line] = parse_log("    return fn(**kwargs)**\n")
     assert line.text.strip() == "return fn(**kwargs)**"
+
+
+@pytest.mark.parametrize(("pasted", "cause_class", "cause"), [
+    # NCCL's message spans lines; the failing call is on the line after "Last error:".
+    ("torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:317, unhandled system error\n"
+     "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.\n"
+     "Last error:\nError while creating shared memory segment /dev/shm/nccl-AbCdEf (size 9637888)\n",
+     "disk_or_shm_space", "Error while creating shared memory segment"),
+    # A Python warning is benign unless a fatal-line rule names it.
+    ("/usr/lib/python3/site-packages/huggingface_hub/file_download.py:798: UserWarning: Not enough free disk "
+     "space to download the file. The expected file size is: 9989.87 MB.\n", "disk_or_shm_space", "Not enough free disk space"),
+    ("ValueError: Selected backend AttentionBackendEnum.FLASHINFER is not valid for this configuration. "
+     "Reason: ['head_size not supported']\n", "attention_backend", "Selected backend"),
+    ("/pytorch/aten/src/ATen/native/cuda/ScatterGatherKernel.cu:144: operator(): block: [6,0,0], thread: [64,0,0] "
+     "Assertion `idx_dim >= 0 && idx_dim < index_size && \"index out of bounds\"` failed.\n", "cuda_kernel_fault", "Assertion"),
+    ("cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_SYSTEM_ERROR: unhandled system error\n", "nccl", "NcclError"),
+])
+def test_held7_message_families(rules, pasted: str, cause_class: str, cause: str):
+    report = triage_stream(io.BytesIO(pasted.encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+    assert cause in report.root_cause
+
+
+def test_an_ordinary_user_warning_is_still_benign(rules):
+    report = triage_stream(io.BytesIO(b"/x/y.py:3: UserWarning: TypedStorage is deprecated\n"), rules)
+    assert not report.found and "python_warning" in report.benign_dropped
