@@ -2,7 +2,7 @@
 
   vllm-fleet [-i INVENTORY] [--limit HOSTS] [--serial N] [-e KEY=VALUE]... [--json FILE] COMMAND
 
-deploy (site.yml), restart (rolling restart), verify, triage, status, rollback. A live table shows
+deploy (site.yml), preflight (go / no-go, changes nothing), restart (rolling restart), verify, triage, status, rollback. A live table shows
 each host's current task; at the end a summary (host, release, state, tok/s) and, with --json, a
 result file. Exit codes: 0 all hosts fine, 3 a host failed, 4 a host unreachable, 5 a host's new
 release failed and was rolled back, 1 anything else (2: bad usage).
@@ -42,6 +42,7 @@ def collection_root() -> Path:
 REPO = collection_root()
 PLAYBOOKS = {
     "deploy": "site.yml",
+    "preflight": "playbooks/preflight.yml",
     "restart": "playbooks/rolling_restart.yml",
     "verify": "playbooks/verify.yml",
     "triage": "playbooks/triage.yml",

@@ -19,8 +19,7 @@ from rich.table import Table
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.dsa_policy import MODES, PolicyError
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.planner import (DEFAULT_GPU_MEMORY_UTILIZATION, EXIT_NO_GO, GIB, QUANT_BLOCKS, Layout, Plan,
-                                                                               load_config_model, load_gguf_model, make_plan,
-                                                                               with_dsa_attention)
+                                                                               plan_for)
 
 EXIT_GO = 0
 EXIT_BAD_INPUT = 1
@@ -94,20 +93,18 @@ def _num(value: float | None) -> str:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     console = Console(stderr=False)
-    try:
-        model = load_gguf_model(args.gguf) if args.gguf else load_config_model(str(args.config), args.quant)
-    except (OSError, ValueError, KeyError) as error:
-        console.print(f"plan: cannot read the model: {error}")
-        return EXIT_BAD_INPUT
-    try:
-        model, dsa = with_dsa_attention(model, args.dsa_attention, args.gpu_name)
-    except PolicyError as error:
-        console.print(f"plan: {error}")
-        return EXIT_BAD_INPUT
     layout = Layout(gpus=args.gpus, gpu_memory_gib=args.gpu_memory_gib, tp=args.tp, pp=args.pp,
                     max_model_len=args.max_model_len, gpu_memory_utilization=args.gpu_memory_utilization,
                     gpu_name=args.gpu_name, bandwidth_gbs=args.bandwidth_gbs)
-    plan = make_plan(model, layout)
+    try:
+        plan, dsa = plan_for(layout, args.dsa_attention, gguf=args.gguf,
+                             config=str(args.config) if args.config else None, quant=args.quant)
+    except PolicyError as error:
+        console.print(f"plan: {error}")
+        return EXIT_BAD_INPUT
+    except (OSError, ValueError, KeyError) as error:
+        console.print(f"plan: cannot read the model: {error}")
+        return EXIT_BAD_INPUT
     console.print(table(plan))
     if dsa:
         console.print(f"note: DSA attention {dsa.mode}: {dsa.reason}")

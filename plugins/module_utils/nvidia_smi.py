@@ -175,6 +175,23 @@ def parse_topology(text: str) -> Topology:
     return topology
 
 
+def parse_p2p(text: str) -> dict[str, dict[str, str]]:
+    """`nvidia-smi topo -p2p r` (or w, rw, n, a): each GPU's peer-access state to each other GPU."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines or "GPU0" not in lines[0]:
+        raise ValueError("not an `nvidia-smi topo -p2p` matrix: no GPU0 column in the first line")
+    header = lines[0].split()
+    matrix: dict[str, dict[str, str]] = {}
+    for line in lines[1:]:
+        cells = line.split()
+        if not cells or not cells[0].startswith("GPU"):
+            if line.startswith("Legend"):
+                break
+            continue
+        matrix[cells[0]] = {peer: state for peer, state in zip(header, cells[1:]) if peer != cells[0]}
+    return matrix
+
+
 def nvml_mismatch(output: str) -> dict | None:
     """The user-space library no longer matches the loaded kernel module (after an upgrade)."""
     match = NVML_MISMATCH.search(output)

@@ -643,3 +643,18 @@ def make_plan(model: Model, layout: Layout, reserve: Reserve | None = None, sugg
             plan.no_go[-1] += "; or " + "; or ".join(fixes) if "lower max_model_len" in plan.no_go[-1] \
                 else ": " + "; or ".join(fixes)
     return plan
+
+
+def plan_for(layout: Layout, dsa_attention: str = "auto", gguf: list[str] | None = None,
+             config: str | None = None, quant: str | None = None) -> tuple[Plan, DsaDecision | None]:
+    """The plan for a model given as GGUF files or as config.json plus a quant type (the CLI's and the
+    preflight's one path). Raises OSError/ValueError/KeyError for an unreadable model and
+    dsa_policy.PolicyError for a DSA mode the GPU cannot run."""
+    if gguf:
+        model = load_gguf_model(gguf)
+    elif config and quant:
+        model = load_config_model(config, quant)
+    else:
+        raise ValueError("the planner needs GGUF files, or a config.json and a quant type")
+    model, dsa = with_dsa_attention(model, dsa_attention, layout.gpu_name or "")
+    return make_plan(model, layout), dsa

@@ -11,7 +11,7 @@ description:
     to an architecture and compute capability; this works before any driver is installed.
   - Where nvidia-smi exists, reads C(nvidia-smi --query-gpu=index,name,compute_cap,memory.total,driver_version --format=csv),
     C(nvidia-smi -q -x) (CUDA version, architecture, persistence mode, fabric state) and
-    C(nvidia-smi topo -m) (PCIe/NVLink matrix, NVSwitch).
+    C(nvidia-smi topo -m) (PCIe/NVLink matrix, NVSwitch) and C(nvidia-smi topo -p2p r) (peer access).
   - Reports the "Driver/library version mismatch" error of nvidia-smi and the version of the kernel
     module in memory (I(loaded_version_path)).
   - Never changes anything; returns the facts as C(nvidia_gpu).
@@ -43,7 +43,8 @@ nvidia_gpu:
     pci_gpus (address, device_id, architecture, compute_capability); nvidia_smi (found or not);
     gpus (index, name, compute_capability, memory_total_mib, driver_version); count; names;
     compute_capabilities; architectures; driver_version; cuda_version; persistence_mode (all GPUs
-    enabled); topology (links, cpu_affinity, numa_affinity, nvlink, nvswitch) or null;
+    enabled); topology (links, cpu_affinity, numa_affinity, nvlink, nvswitch) or null; p2p (each GPU's
+    peer read-access state to each other GPU, from C(nvidia-smi topo -p2p r)) or null;
     fabric_states; nvml_mismatch (message, library_version) or null; loaded_module_version; warnings.
   returned: always
   type: dict
@@ -57,6 +58,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.nvidia_smi import
     nvml_mismatch,
     parse_query_csv,
     parse_query_xml,
+    parse_p2p,
     parse_topology,
     read_loaded_module_version,
     scan_pci_gpus,
@@ -90,6 +92,11 @@ def smi_facts(module: AnsibleModule, smi: str) -> dict:
         facts["topology"] = parse_topology(out).as_dict()
     else:
         facts["warnings"].append(f"{smi} topo -m failed (rc {rc}): {(err or out).strip()}")
+    rc, out, err = module.run_command([smi, "topo", "-p2p", "r"])
+    if rc == 0 and len(facts["gpus"]) > 1:
+        facts["p2p"] = parse_p2p(out)
+    elif rc != 0:
+        facts["warnings"].append(f"{smi} topo -p2p r failed (rc {rc}): {(err or out).strip()}")
     return facts
 
 
@@ -104,7 +111,7 @@ def main() -> None:
     )
     pci = [vars(gpu) for gpu in scan_pci_gpus(Path(module.params["sysfs_root"]))]
     facts: dict = {"pci_gpus": pci, "gpus": [], "cuda_version": None, "architectures": [], "persistence_mode": None,
-                   "topology": None, "fabric_states": [], "nvml_mismatch": None, "warnings": [],
+                   "topology": None, "p2p": None, "fabric_states": [], "nvml_mismatch": None, "warnings": [],
                    "loaded_module_version": read_loaded_module_version(Path(module.params["loaded_version_path"]))}
     smi = module.get_bin_path(module.params["nvidia_smi"])
     facts["nvidia_smi"] = bool(smi)

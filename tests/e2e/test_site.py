@@ -3,6 +3,7 @@ change, talk to the service from the controller, and refuse bad input before any
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from openai import OpenAI
 
 from tests.conftest import DEMO_MODEL_DIR
 from tests.harness import collection, faults
-from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, PlayRun, run_playbook, service_state
+from tests.e2e.conftest import API_KEY, API_URL, DEMO_PROFILE, PlayRun, on_host, run_playbook, service_state
 
 pytestmark = pytest.mark.slow
 
@@ -118,3 +119,31 @@ def test_service_user_the_role_did_not_create_stops_before_any_change(deployed: 
     assert named in output and "The cleanup before every start stops the service user" in output
     assert result.changed == 0
     assert service_state() == before
+
+
+def test_preflight_stops_a_host_without_room_before_any_change(deployed: PlayRun, tmp_path: Path):
+    """Another account fills /dev/shm and the model set (a sparse 4 TiB GGUF on the controller) is larger
+    than the host's disk: site.yml stops in its first play, the preflight, naming both with their
+    figures; no later play starts and nothing changes."""
+    model = tmp_path / "model"
+    shutil.copytree(DEMO_MODEL_DIR, model)
+    os.truncate(model / "demo-qwen3-F32.gguf", 4 * 2**40)
+    room = int(on_host("df --output=avail --block-size=1M /dev/shm | tail -n 1"))
+    on_host(f"fallocate -l {room - 100}M /dev/shm/other-team-buffer && chown nobody /dev/shm/other-team-buffer")
+    try:
+        before = service_state()
+        result = run_playbook(tmp_path / "run", fleet_model={**DEMO_PROFILE, "source_dir": str(model)})
+    finally:
+        on_host("rm -f /dev/shm/other-team-buffer", check=False)
+    assert result.rc != 0
+    message = " ".join(result.task_result("Stop a no-go host before any change")["msg"].split())
+    print(f"\n[preflight no-go] {result.seconds:.1f} s: {message}")
+    assert message.startswith("preflight no-go on vllm-fleet-local: /dev/shm has ")
+    assert "/dev/shm/other-team-buffer (nobody, " in message and "it needs at least 512 MiB" in message
+    assert "the model set needs 4097.00 GiB (with the margin) on /var/lib/vllm-fleet/models" in message
+    assert message.endswith("Nothing was changed.")
+    plays = {event["event_data"]["play"] for event in result.events if event.get("event") == "playbook_on_play_start"}
+    assert plays == {"Preflight the vLLM and GPU hosts"}
+    assert result.changed == 0
+    assert service_state() == before
+    faults.record("preflight_no_room", survived="refused before any change", seconds=result.seconds, message=message)

@@ -21,6 +21,7 @@ FAULTS: dict[str, str] = {
     "foreign_gpu_holder": "another account's process holds the unit's GPU",
     "foreign_port_holder": "another account's process listens on the serving port",
     "bad_input": "mistyped variable, settings out of range, placeholder API key, a service user the role did not create",
+    "preflight_no_room": "site.yml on a host whose /dev/shm is full and whose disk is smaller than the model set",
     "crash_loop": "a release that crash-loops at start (bad argument)",
     "failing_release_mid_roll": "a release failing its gate on the first host of a rolling deploy",
     "download_dropped": "the connection drops in the middle of a shard download",
