@@ -75,6 +75,20 @@ build_images() {
   if [[ $WITH_TEST_IMAGES == 1 ]]; then VLLM_FLEET_TESTHOST_SUITE=trixie "$REPO_ROOT/tools/testhost.sh" image; fi
 }
 
+# promtool (prometheus's rule checker and rule unit tester) for the tests, taken out of Debian's
+# prometheus package without installing it (no Prometheus server on the controller).
+install_promtool() {
+  local tools=$REPO_ROOT/.cache/tools work
+  [[ -x $tools/promtool ]] && return
+  log "extracting promtool from Debian's prometheus package into $tools"
+  work=$(mktemp -d) && chmod 0755 "$work"  # apt downloads as _apt
+  (cd "$work" && apt-get download -qq prometheus >/dev/null) || { as_root apt-get update -qq; (cd "$work" && apt-get download -qq prometheus >/dev/null); }
+  dpkg-deb -x "$work"/prometheus_*.deb "$work/root"
+  mkdir -p "$tools"
+  install -m 0755 "$work/root/usr/bin/promtool" "$tools/promtool"
+  rm -rf "$work"
+}
+
 WITH_TEST_IMAGES=0
 [[ ${1:-} == --test-images ]] && WITH_TEST_IMAGES=1
 timed "bootstrap: Debian packages" install_apt_packages
@@ -83,4 +97,5 @@ images=$!
 timed "bootstrap: controller venv" install_controller_venv
 link_collection
 check_wheelhouse_python
+if [[ $WITH_TEST_IMAGES == 1 ]]; then timed "bootstrap: promtool" install_promtool; fi
 wait "$images" || { log "building the test-host images failed"; exit 1; }

@@ -9,6 +9,7 @@ release failed and was rolled back, 1 anything else (2: bad usage).
 
   vllm-fleet plan ...   runs no playbook: the offline capacity planner (vllm_fleet/plan.py; exit 0 go,
                         6 no-go).
+  vllm-fleet report     runs no playbook: the verify history as a PNG (vllm_fleet/report.py).
   vllm-fleet variables  runs no playbook: every role's variables (docs/variables.md).
 """
 
@@ -111,13 +112,16 @@ def inventory_hosts(inventory: str, limit: str | None) -> list[str]:
 
 def table(summary: RunSummary, final: bool) -> Table:
     view = Table(title="vllm-fleet" if not final else "summary")
-    columns = ["host", "state", "release", "tok/s", "changed"] + (["cause"] if final else ["task"])
+    live = any(outcome.live for outcome in summary.hosts.values())
+    columns = ["host", "state", "release", "tok/s", "changed"] + (["now (Prometheus)"] if live else []) \
+        + (["cause"] if final else ["task"])
     for column in columns:
         view.add_column(column, overflow="fold")
     for outcome in summary.hosts.values():
         last = outcome.message[:300] if final else outcome.task
+        now = [outcome.live or "-"] if live else []
         view.add_row(outcome.host, outcome.state, outcome.release or "-",
-                     f"{outcome.tok_s:.1f}" if outcome.tok_s else "-", str(outcome.changed), last)
+                     f"{outcome.tok_s:.1f}" if outcome.tok_s else "-", str(outcome.changed), *now, last)
     return view
 
 
@@ -174,6 +178,10 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_fleet import plan
 
         return plan.main(argv[1:])
+    if argv[:1] == ["report"]:  # offline: the verify history as a PNG
+        from vllm_fleet import report
+
+        return report.main(argv[1:])
     if argv[:1] == ["variables"]:  # offline: the roles' variables from their argument specs
         from vllm_fleet import variables
 

@@ -18,6 +18,7 @@ EXIT_ROLLED_BACK = 5
 
 STATUS_FACT = "vllm_service_status_report"
 ROLLED_BACK_FACT = "vllm_service_rolled_back"
+LIVE_FACT = "vllm_fleet_live_figures"  # playbooks/status.yml: the host's figures from Prometheus
 
 
 @dataclass
@@ -35,6 +36,7 @@ class HostOutcome:
     active: str | None = None
     healthy: bool | None = None
     tok_s: float | None = None
+    live: str | None = None
     message: str = ""
     seen: bool = False
 
@@ -121,6 +123,8 @@ def record_ok(outcome: HostOutcome, action: str, res: dict[str, Any]) -> None:
     elif action == "set_fact" and (res.get("ansible_facts") or {}).get(ROLLED_BACK_FACT):
         # Set only once the restored release is ready again.
         outcome.rolled_back = True
+    elif action == "set_fact" and LIVE_FACT in (res.get("ansible_facts") or {}):
+        outcome.live = res["ansible_facts"][LIVE_FACT].get("summary")
     elif action == "set_fact" and STATUS_FACT in (res.get("ansible_facts") or {}):
         report = res["ansible_facts"][STATUS_FACT]
         outcome.release = report.get("release")

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shlex
 import shutil
 import threading
+import time
 import warnings
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pytest
 
@@ -34,7 +37,27 @@ DEMO_PROFILE = {
 
 # For a site.yml run whose change is the service's alone (its arguments, its release state): the
 # other roles would only confirm the first deploy's state, which test_site's second run proves.
-SERVICE_ONLY = "--skip-tags python_env,vllm,model,verify"
+SERVICE_ONLY = "--skip-tags python_env,vllm,model,monitoring,verify"
+
+
+def prometheus_query(expr: str) -> list[dict]:
+    """An instant query to the Prometheus that site.yml put on the test host (group monitoring)."""
+    script = ("import json, sys, urllib.parse, urllib.request; "
+              "url = 'http://127.0.0.1:9090/api/v1/query?' + urllib.parse.urlencode({'query': sys.argv[1]}); "
+              "print(json.dumps(json.load(urllib.request.urlopen(url, timeout=10))['data']['result']))")
+    return json.loads(on_host(f"python3 -c {shlex.quote(script)} {shlex.quote(expr)}"))
+
+
+def wait_for_series(expr: str, timeout: float, ready: Callable[[list[dict]], bool] = bool) -> tuple[list[dict], float]:
+    """Poll a query until `ready(result)`; the result and the seconds it took (fails past the timeout)."""
+    started = time.monotonic()
+    while True:
+        result = prometheus_query(expr)
+        if ready(result):
+            return result, time.monotonic() - started
+        if time.monotonic() - started > timeout:
+            pytest.fail(f"{expr!r}: not ready after {timeout:.0f} s, last result {result}")
+        time.sleep(1)
 
 
 # Package scope: the host goes once the e2e tests are done, not at the end of the whole run

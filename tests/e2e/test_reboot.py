@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from tests.e2e.conftest import API_KEY, API_PORT, HOST, SSH_PORT, PlayRun, on_host, service_state
+from tests.e2e.conftest import API_KEY, API_PORT, HOST, SSH_PORT, PlayRun, on_host, service_state, wait_for_series
 from tests.harness import faults, fleet_testbed  # (testhost() imported by name would be collected as a test)
 
 pytestmark = pytest.mark.slow
@@ -98,11 +98,15 @@ def test_a_transient_start_failure_backs_off_and_heals_without_an_operator(deplo
             "[ \"$(systemctl show vllm --property=ActiveState --value)\" = failed ] && break; sleep 0.5; done; "
             f"echo $((n - {restarts_before}))")
         state = on_host("systemctl show vllm --property=ActiveState,SubState,Result")
+        # the Prometheus of site.yml sees the restarts through the node exporter and fires the alert
+        alert, alert_seconds = wait_for_series('ALERTS{alertname="VllmCrashLooping", alertstate="firing"}', 60)
     finally:
         on_host(f"mv {release}/venv.away {release}/venv")
     journal = on_host("journalctl -u vllm --no-pager -n 200")
     print(f"\n[transient failure] {failed_starts} failed starts in a row, then: {state.split()}")
     assert int(failed_starts) >= 4 and "ActiveState=failed" not in state, journal[-3000:]
+    assert [series["metric"]["host"] for series in alert] == ["vllm-fleet-local"]  # inventory/local's name
+    print(f"[transient failure] VllmCrashLooping firing {alert_seconds:.0f} s after the 4th restart")
     waits = [float(wait) for wait in re.findall(r"waiting ([0-9.]+) s more before starting \(back-off\)", journal)]
     assert len(waits) >= 2 and waits == sorted(waits) and waits[-1] > waits[0], journal[-3000:]
     seconds = wait_until_served(SERVE_TIMEOUT)

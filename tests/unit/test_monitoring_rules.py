@@ -1,0 +1,64 @@
+"""The monitoring role's Prometheus rules, rendered with the role's defaults, through promtool: they
+load (check rules) and fire when they should and only then (test rules, tests/prometheus/)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import jinja2
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+ROLE = REPO_ROOT / "roles" / "monitoring"
+PROMTOOL = REPO_ROOT / ".cache" / "tools" / "promtool"  # tools/bootstrap.sh --test-images
+# What the rules need beyond the role's own defaults: the unit name and the flagship's floor.
+INVENTORY = {"monitoring_vllm_unit": "vllm.service", "monitoring_min_decode_tok_s": 45}
+
+
+def render_rules(overrides: dict) -> str:
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+    values = {**{k: v for k, v in defaults.items() if "{{" not in str(v)}, **overrides}
+    template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
+        (ROLE / "templates" / "vllm-fleet.rules.yml.j2").read_text())
+    return template.render(**values)
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess:
+    if not PROMTOOL.exists():
+        pytest.fail(f"{PROMTOOL} is missing: run tools/bootstrap.sh --test-images")
+    return subprocess.run([str(PROMTOOL), *args], capture_output=True, text=True, check=False)
+
+
+@pytest.fixture
+def rules_dir(tmp_path: Path) -> Path:
+    (tmp_path / "vllm-fleet.rules.yml").write_text(render_rules(INVENTORY))
+    shutil.copy(REPO_ROOT / "tests" / "prometheus" / "rules_test.yml", tmp_path)
+    return tmp_path
+
+
+def test_rules_load(rules_dir: Path):
+    checked = promtool("check", "rules", str(rules_dir / "vllm-fleet.rules.yml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "SUCCESS: 13 rules found" in checked.stdout
+
+
+def test_rules_fire_when_they_should(rules_dir: Path):
+    tested = promtool("test", "rules", str(rules_dir / "rules_test.yml"))
+    assert tested.returncode == 0, tested.stdout + tested.stderr
+
+
+def test_a_broken_threshold_fails_the_rule_tests(rules_dir: Path):
+    """The tests hold the thresholds: a crash-loop alert that needs 4 restarts fails them."""
+    (rules_dir / "vllm-fleet.rules.yml").write_text(render_rules({**INVENTORY, "monitoring_crash_loop_restarts": 4}))
+    tested = promtool("test", "rules", str(rules_dir / "rules_test.yml"))
+    assert tested.returncode != 0 and "VllmCrashLooping" in tested.stdout + tested.stderr
+
+
+def test_without_a_floor_there_is_no_decode_alert():
+    rules = yaml.safe_load(render_rules({**INVENTORY, "monitoring_min_decode_tok_s": 0}))
+    alerts = [rule["alert"] for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
+    assert "VllmDecodeBelowFloor" not in alerts and "VllmCrashLooping" in alerts
