@@ -43,7 +43,7 @@ def rules_dir(tmp_path: Path) -> Path:
 def test_rules_load(rules_dir: Path):
     checked = promtool("check", "rules", str(rules_dir / "vllm-fleet.rules.yml"))
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "SUCCESS: 13 rules found" in checked.stdout
+    assert "SUCCESS: 14 rules found" in checked.stdout
 
 
 def test_rules_fire_when_they_should(rules_dir: Path):
@@ -62,3 +62,19 @@ def test_without_a_floor_there_is_no_decode_alert():
     rules = yaml.safe_load(render_rules({**INVENTORY, "monitoring_min_decode_tok_s": 0}))
     alerts = [rule["alert"] for group in rules["groups"] for rule in group["rules"] if "alert" in rule]
     assert "VllmDecodeBelowFloor" not in alerts and "VllmCrashLooping" in alerts
+
+
+def test_dcgm_counters_are_checked_before_they_are_written():
+    from ansible_collections.vllm_fleet.fleet.plugins.filter.dcgm_counters import dcgm_counter_problems
+
+    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())["monitoring_dcgm_counters"]
+    assert dcgm_counter_problems(defaults) == []
+    bad = [{"field": "GPU_UTIL", "type": "gauge", "help": "x"},
+           {"field": "DCGM_FI_DEV_FB_USED", "type": "histogram", "help": "used, in MiB"},
+           {"field": "DCGM_FI_DEV_FB_USED", "type": "gauge", "help": "again"}]
+    assert dcgm_counter_problems(bad) == [
+        "monitoring_dcgm_counters[1] (GPU_UTIL): not a DCGM field name (DCGM_FI_...)",
+        "monitoring_dcgm_counters[2] (DCGM_FI_DEV_FB_USED): type 'histogram' is not one of gauge, counter, label",
+        "monitoring_dcgm_counters[2] (DCGM_FI_DEV_FB_USED): the help text must be present and hold no comma",
+        "monitoring_dcgm_counters[3] (DCGM_FI_DEV_FB_USED): listed twice",
+    ]
