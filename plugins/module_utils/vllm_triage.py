@@ -182,6 +182,8 @@ class Rules:
     causes: list[CauseRule]
     startup_progress: list[Pattern] = field(default_factory=list)
     startup_complete: list[Pattern] = field(default_factory=list)
+    # fatal-line rules that name a failure inside a warning: such a line is not dropped as benign
+    warnings_that_fail: list[Pattern] = field(default_factory=list)
 
 
 @dataclass
@@ -434,6 +436,8 @@ def rules_from_data(data: dict[str, Any]) -> Rules:
         causes=causes,
         startup_progress=[named_pattern(entry) for entry in data.get("startup_progress", [])],
         startup_complete=[named_pattern(entry) for entry in data.get("startup_complete", [])],
+        warnings_that_fail=[named_pattern(entry) for entry in data.get("fatal_lines", [])
+                            if entry.get("keeps_benign")],
     )
 
 
@@ -530,7 +534,7 @@ def drop_benign(lines: list[LogLine], rules: Rules) -> tuple[list[LogLine], Coun
             and line.text[:1].isspace() and line.text.strip() != ""
         )
         pattern = None if continues_benign else first_matching(rules.benign, line.text)
-        if pattern is not None and first_matching(rules.fatal_lines, line.text) is not None:
+        if pattern is not None and first_matching(rules.warnings_that_fail, line.text) is not None:
             pattern = None  # a warning a fatal rule names (the hub's "Not enough free disk space") stays
         if continues_benign or pattern is not None:
             rule_id = last_benign[1] if continues_benign and last_benign else pattern.id  # type: ignore[union-attr]
@@ -1141,7 +1145,7 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
         text = "\n".join(entry[0] for entry in batch).lower()
         benign_here = [pattern for pattern in rules.benign if pattern.hint is None or pattern.hint in text]
         keep_here = [pattern for pattern in keep_anyway if pattern.hint is None or pattern.hint in text]
-        fatal_here = [pattern for pattern in rules.fatal_lines if pattern.hint is None or pattern.hint in text]
+        fatal_here = [pattern for pattern in rules.warnings_that_fail if pattern.hint is None or pattern.hint in text]
         for entry in batch:
             position = index
             index += 1
