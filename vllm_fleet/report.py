@@ -19,7 +19,7 @@ from pathlib import Path
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.bench_history import figure, read_history
 
 SERIES_KEY = "vllm-fleet-series"
-PANELS = (("decode_tok_s", "decode tok/s (one stream)"), ("ttft_p99_ms", "TTFT p99 (ms)"))
+PANELS = {"decode_tok_s": "decode tok/s (one stream)", "ttft_p99_ms": "TTFT p99 (ms)"}
 
 
 def default_history_dir() -> Path:
@@ -32,9 +32,9 @@ def series_by_host(history_dir: Path) -> dict[str, dict[str, list]]:
     series: dict[str, dict[str, list]] = {}
     for path in sorted(history_dir.glob("*.jsonl")):
         for record in sorted(read_history(path), key=lambda record: record["timestamp"]):
-            host = series.setdefault(record["host"], {"time": [], **{name: [] for name, _ in PANELS}})
+            host = series.setdefault(record["host"], {"time": [], **{name: [] for name in PANELS}})
             host["time"].append(record["timestamp"])
-            for name, _ in PANELS:
+            for name in PANELS:
                 host[name].append(figure(record["result"], name))
     return series
 
@@ -46,7 +46,7 @@ def draw(series: dict[str, dict[str, list]], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(len(PANELS), 1, figsize=(10, 7), dpi=100, sharex=True)
-    for axis, (name, label) in zip(axes, PANELS):
+    for axis, (name, label) in zip(axes, PANELS.items()):
         for host, figures in series.items():
             times = [datetime.fromisoformat(stamp.replace("Z", "+00:00")) for stamp in figures["time"]]
             axis.plot(times, figures[name], marker="o", label=host)
@@ -62,7 +62,7 @@ def draw(series: dict[str, dict[str, list]], out: Path) -> None:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="vllm-fleet report", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="vllm-fleet report", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--history-dir", type=Path, default=default_history_dir(),
                         help="the verify history (default: $VLLM_FLEET_RESULTS_DIR or ~/.local/state/vllm-fleet/verify)")
     parser.add_argument("--out", type=Path, default=Path("vllm-fleet-report.png"), help="the PNG to write")

@@ -17,8 +17,8 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import (listening_socket_inodes, open_targets,
-                                                                                  process_ids, read_comm, read_user)
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import (
+    listening_socket_inodes, open_targets, process_ids, read_comm, read_user)
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import existing_ancestor
 
 MIB = 2**20
@@ -123,7 +123,7 @@ def unit_of_cgroup(cgroup: str) -> str | None:
     hybrid host (v2 path "/") the v1 name=systemd line."""
     paths = {}
     for line in cgroup.splitlines():
-        hierarchy, _, path = line.partition(":")[2].partition(":")
+        hierarchy, path = (line.split(":", 2)[1:] + ["", ""])[:2]
         paths[hierarchy] = path
     for path in (paths.get(""), paths.get("name=systemd")):
         units = [part for part in (path or "").split("/") if part.endswith((".service", ".scope"))]

@@ -10,8 +10,9 @@ import json
 import math
 import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
+
+from ansible.module_utils.urls import open_url
 
 # figure -> PromQL for one host (HOST is replaced by the host's label value, quoted)
 FIGURES = {
@@ -33,7 +34,7 @@ class PrometheusError(Exception):
 def query(base_url: str, expr: str, timeout: float = 10.0) -> list[dict[str, Any]]:
     url = f"{base_url.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as answer:
+        with open_url(url, timeout=timeout) as answer:
             body = json.load(answer)
     except urllib.error.HTTPError as error:  # 400/422: Prometheus says why in its JSON body
         body = json.loads(error.read() or b"{}")

@@ -44,14 +44,14 @@ EXAMPLES = r"""
 
 RETURN = r"""
 go: {description: Whether the layout fits., returned: success, type: bool}
-no_go: {description: Why not, each with its fix., returned: success, type: list, elements: str}
+no_go: {description: "Why not, each with its fix.", returned: success, type: list, elements: str}
 plan:
   description: >-
     The planner's figures (weight_bytes, weight_bytes_per_gpu, kv_bytes_per_token, kv_cache_tokens,
     max_model_len_fit, max_concurrency, decode_bytes_per_token, roofline_tok_s_tp_aware, notes, ...).
   returned: success
   type: dict
-dsa_attention: {description: The DSA mode the plan assumed, or null for a model without DSA., returned: success, type: str}
+dsa_attention: {description: "The DSA mode the plan assumed, or null for a model without DSA.", returned: success, type: str}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -21,7 +21,7 @@ DASHBOARD = REPO_ROOT / "files" / "monitoring" / "grafana-dashboard.json"
 
 
 def test_prometheus_scrapes_vllm_and_the_node_exporter(deployed: PlayRun):
-    up, _ = wait_for_series('up{job=~"vllm|node"} == 1', 30, lambda result: len(result) == 2)
+    up = wait_for_series('up{job=~"vllm|node"} == 1', 30, lambda result: len(result) == 2)[0]
     assert {(series["metric"]["job"], series["metric"]["host"]) for series in up} == {("vllm", INVENTORY_HOST),
                                                                                       ("node", INVENTORY_HOST)}
     # site.yml's verify ran after Prometheus started: its requests are counted, as vLLM itself counts them

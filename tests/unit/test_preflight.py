@@ -127,9 +127,9 @@ def test_model_space_counts_only_files_not_yet_placed(tmp_path: Path):
     (current / "a.gguf").write_bytes(b"x" * 100)
     needed, free, where = preflight.model_space(current, {"a.gguf": 100}, margin_mib=1)
     assert needed == 0 and free > 0 and where == str(current.parent)
-    needed, _, _ = preflight.model_space(current, {"a.gguf": 100, "b.gguf": 50}, margin_mib=1)
+    needed = preflight.model_space(current, {"a.gguf": 100, "b.gguf": 50}, margin_mib=1)[0]
     assert needed == 50 + preflight.MIB
-    needed, _, where = preflight.model_space(tmp_path / "none" / "demo" / "current", {"a.gguf": 100}, margin_mib=0)
+    needed, where = preflight.model_space(tmp_path / "none" / "demo" / "current", {"a.gguf": 100}, margin_mib=0)[::2]
     assert needed == 100 and where == str(tmp_path)
 
 
