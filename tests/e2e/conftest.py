@@ -148,6 +148,7 @@ def deployed(first_run: PlayRun, golden_capture: BackgroundCapture) -> PlayRun:
 
 
 FIRST_MODULE = "tests/e2e/test_molecule_on_deployed_host.py"
+SECOND_RUN = "tests/e2e/test_site.py::test_second_run_reports_no_change"
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -158,4 +159,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return
     block = items[e2e[0]:e2e[-1] + 1]
     first = [item for item in block if item.nodeid.startswith(FIRST_MODULE)]
+    # "a second site.yml changes nothing" is about the first deploy's state: before the reboot test
+    # gives the host a new address (which a later site.yml rightly writes into Prometheus's targets)
+    first += [item for item in block if item.nodeid.startswith(SECOND_RUN)]
     items[e2e[0]:e2e[-1] + 1] = first + [item for item in block if item not in first]

@@ -20,7 +20,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.conftest import ansible_env
+from tests.conftest import REPO_ROOT, ansible_env
 from tests.harness import collection, get_pip
 
 # Minutes, and the same tests as tests/unit: left out of run-tests.sh --quick, which runs those directly.
@@ -41,7 +41,10 @@ def installed() -> Iterator[Path]:
 
 
 def ansible_test(root: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    return subprocess.run(["ansible-test", *args, "--python", "3.12"], cwd=root, env=ansible_env(),
+    env = ansible_env()
+    # the units copy has no .cache: the monitoring rule tests find the checkout's promtool on PATH
+    env["PATH"] = f"{REPO_ROOT / '.cache' / 'tools'}:{env['PATH']}"
+    return subprocess.run(["ansible-test", *args, "--python", "3.12"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=timeout, check=False)
 
 
