@@ -92,16 +92,9 @@ def shm_room(shm: Path, user: str) -> ShmRoom:
         if info.st_uid == uid:
             ours += info.st_size
         elif info.st_size > MIB:
-            others.append((info.st_size, entry, owner_name(info.st_uid)))
+            others.append((info.st_size, entry, read_user(entry)))  # the owner's name, as for a process
     largest = [f"{path} ({owner}, {size // MIB} MiB)" for size, path, owner in sorted(others, reverse=True)[:3]]
     return ShmRoom(usage.total // MIB, usage.free // MIB, ours // MIB, largest)
-
-
-def owner_name(uid: int) -> str:
-    try:
-        return pwd.getpwuid(uid).pw_name
-    except KeyError:
-        return str(uid)
 
 
 def port_holders(port: int, proc: Path) -> list[PortHolder]:

@@ -131,6 +131,8 @@ def read_and_judge(module: AnsibleModule) -> preflight.Verdict:
         verdict.facts["model"] = {"needed_bytes": req.model_needed, "free_bytes": req.model_free,
                                   "where": req.model_where}
     verdict.no_go += preflight.host_problems(req, shm, holders)
+    if not checks & {"platform", "gpu"}:
+        return verdict  # the restart's shm check: no platform reading on that path
     iommu = preflight.iommu_state(preflight.read_text(proc / "cmdline"),
                                   len(list((sysfs / "kernel/iommu_groups").glob("*"))))
     if "platform" in checks:
