@@ -130,13 +130,25 @@ def read_comm(proc_dir: Path) -> str:
         return ""
 
 
+def systemd_cgroup(cgroup_file: str) -> str:
+    """The cgroup systemd placed a process in ("/system.slice/vllm.service"), from /proc/PID/cgroup's
+    text: the cgroup v2 line, or where that is only "/" (a hybrid or v1 host) the name=systemd line."""
+    paths = {}
+    for line in cgroup_file.splitlines():
+        _number, hierarchy, path = (line.split(":", 2) + ["", ""])[:3]
+        paths[hierarchy] = path
+    unified = paths.get("", "")
+    if unified not in ("", "/"):
+        return unified
+    return paths.get("name=systemd") or unified
+
+
 def read_cgroup(proc_dir: Path) -> str:
-    """The process's cgroup v2 path ("/system.slice/vllm.service"); "" when unreadable."""
+    """The process's systemd cgroup path (see systemd_cgroup); "" when unreadable."""
     try:
-        lines = proc_dir.joinpath("cgroup").read_text().splitlines()
+        return systemd_cgroup(proc_dir.joinpath("cgroup").read_text())
     except OSError:
         return ""
-    return next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), "")
 
 
 def read_user(proc_dir: Path) -> str:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import (
-    listening_socket_inodes, open_targets, process_ids, read_comm, read_user)
+    listening_socket_inodes, open_targets, process_ids, read_comm, read_user, systemd_cgroup)
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import existing_ancestor
 
 MIB = 2**20
@@ -112,17 +112,9 @@ def port_holders(port: int, proc: Path) -> list[PortHolder]:
 
 
 def unit_of_cgroup(cgroup: str) -> str | None:
-    """The systemd unit a process runs in, from /proc/PID/cgroup: the cgroup v2 line, or on a
-    hybrid host (v2 path "/") the v1 name=systemd line."""
-    paths = {}
-    for line in cgroup.splitlines():
-        hierarchy, path = (line.split(":", 2)[1:] + ["", ""])[:2]
-        paths[hierarchy] = path
-    for path in (paths.get(""), paths.get("name=systemd")):
-        units = [part for part in (path or "").split("/") if part.endswith((".service", ".scope"))]
-        if units:
-            return units[-1]
-    return None
+    """The systemd unit a process runs in, from /proc/PID/cgroup's text."""
+    units = [part for part in systemd_cgroup(cgroup).split("/") if part.endswith((".service", ".scope"))]
+    return units[-1] if units else None
 
 
 def read_text(path: Path) -> str:

@@ -20,6 +20,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers imp
     find_holders,
     out_of_scope_message,
     parse_compute_apps,
+    read_cgroup,
     parse_gpu_memory_used,
     parse_visible_devices,
     stale_shm_files,
@@ -86,11 +87,34 @@ def test_a_vllm_title_alone_is_another_server_not_a_leftover(tmp_path: Path, chi
 
 def test_processes_of_the_unit_cgroup_are_in_scope_whoever_runs_them(children):
     children.append(spawn("import time; time.sleep(60)"))
-    cgroup = Path(f"/proc/{children[0].pid}/cgroup").read_text().splitlines()[-1].split(":", 2)[2]
+    cgroup = read_cgroup(Path(f"/proc/{children[0].pid}"))
     found = {h.pid: h for h in find_holders(Scope(OTHER_USER, unit_cgroup=cgroup), "/nonexistent/*", None)}
     assert found[children[0].pid].in_scope and f"runs in the unit's cgroup {cgroup}" in found[children[0].pid].reasons
     elsewhere = Scope(OTHER_USER, unit_cgroup=cgroup + "-other.service")
     assert children[0].pid not in {h.pid for h in find_holders(elsewhere, "/nonexistent/*", None)}
+
+
+# /proc/PID/cgroup of a unit's process on a cgroup v2 host, on a hybrid host such as the
+# development VM (the v2 line is only "/"), and on a v1-only host.
+UNIFIED = "0::/system.slice/vllm.service\n"
+HYBRID = ("12:memory:/system.slice/vllm.service\n1:name=systemd:/system.slice/vllm.service\n"
+          "0::/\n")
+V1_ONLY = "4:pids:/system.slice/vllm.service\n1:name=systemd:/system.slice/vllm.service\n"
+
+
+@pytest.mark.parametrize("cgroup_file", [UNIFIED, HYBRID, V1_ONLY])
+def test_the_units_processes_are_in_its_scope_on_every_cgroup_layout(tmp_path: Path, cgroup_file: str):
+    (tmp_path / "cgroup").write_text(cgroup_file)
+    scope = Scope(OTHER_USER, unit_cgroup="/system.slice/vllm.service")
+    assert read_cgroup(tmp_path) == "/system.slice/vllm.service"
+    assert scope.owns("root", read_cgroup(tmp_path))
+    assert not Scope(OTHER_USER, unit_cgroup="/system.slice/other.service").owns("root", read_cgroup(tmp_path))
+
+
+def test_a_process_outside_any_unit_on_a_hybrid_host_is_not_in_the_units_scope(tmp_path: Path):
+    (tmp_path / "cgroup").write_text("1:name=systemd:/user.slice/user-1000.slice/session-4.scope\n0::/\n")
+    assert not Scope(OTHER_USER, unit_cgroup="/system.slice/vllm.service").owns("root", read_cgroup(tmp_path))
+    assert read_cgroup(tmp_path / "gone") == ""
 
 
 def test_system_gpu_daemons_are_never_holders(tmp_path: Path, children):
