@@ -1,18 +1,20 @@
 #!/usr/bin/env python3
 """Benchmark the triage on a big generated log: seconds and peak RSS of one CLI run.
 
-    python3 benchmarks/bench_triage.py [--size-mb 1024] [--keep]
+    python3 benchmarks/bench_triage.py [--size-mb 1024] [--baseline GIT_REF] [--keep]
 
 Writes a log of the given size to a temporary directory (vLLM request/metrics lines,
 warnings, progress bars, a port-in-use failure at the end), runs tools/triage.py on it in a
 child process and prints the wall time, the child's peak RSS and the class it named.
+With --baseline, the triage of that commit (its CLI, module_utils and rules) runs on the same
+log right after, and the ratio of the two times is printed.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
 import tempfile
@@ -57,29 +59,53 @@ def write_log(path: Path, size_bytes: int) -> int:
     return lines + 4
 
 
+def timed_triage(cli: Path, log: Path) -> tuple[float, float, int, dict]:
+    """Seconds, peak RSS (MiB), exit status and JSON report of one triage run in a child process."""
+    start = time.monotonic()
+    child = subprocess.Popen([sys.executable, str(cli), str(log), "--json"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, text=True)
+    output = child.stdout.read() if child.stdout else ""
+    _pid, status, usage = os.wait4(child.pid, 0)  # this child's own rusage, not the maximum of all
+    seconds = time.monotonic() - start
+    exit_code = os.waitstatus_to_exitcode(status)
+    report = json.loads(output) if exit_code in (0, 1) else {}
+    return seconds, usage.ru_maxrss / 1024, exit_code, report
+
+
+def baseline_cli(ref: str, into: Path) -> Path:
+    """The triage CLI of a commit, unpacked with its module_utils and rules."""
+    archive = subprocess.run(["git", "-C", str(REPO_ROOT), "archive", ref, "tools/triage.py", "plugins/module_utils",
+                              "files/triage"], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "tools" / "triage.py"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
+    parser.add_argument("--baseline", metavar="GIT_REF", help="also time the triage of this commit on the same log")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-triage-") as tmp:
         log = Path(tmp) / "big.log"
         lines = write_log(log, args.size_mb * 1024 * 1024)
-        start = time.monotonic()
-        result = subprocess.run([sys.executable, str(CLI), str(log), "--json"], capture_output=True, text=True,
-                                check=False)
-        seconds = time.monotonic() - start
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        report = json.loads(result.stdout) if result.returncode in (0, 1) else {}
+        seconds, peak_mb, exit_code, report = timed_triage(CLI, log)
         print(f"log: {log.stat().st_size / 1024 / 1024:.0f} MiB, {lines} lines")
         print(f"seconds: {seconds:.1f}")
         print(f"peak RSS: {peak_mb:.0f} MiB")
-        print(f"exit: {result.returncode}, class: {report.get('class')}, root cause: {report.get('root_cause')}")
+        print(f"exit: {exit_code}, class: {report.get('class')}, root cause: {report.get('root_cause')}")
+        if args.baseline:
+            (Path(tmp) / "baseline").mkdir()
+            base_seconds, base_peak_mb, base_exit, base_report = timed_triage(
+                baseline_cli(args.baseline, Path(tmp) / "baseline"), log)
+            print(f"baseline {args.baseline}: {base_seconds:.1f} s, peak RSS {base_peak_mb:.0f} MiB, exit {base_exit}, "
+                  f"class {base_report.get('class')}")
+            print(f"time ratio (this tree / baseline): {seconds / base_seconds:.2f}")
         if args.keep:
             kept = Path.cwd() / "big-triage.log"
             log.replace(kept)
             print(f"kept: {kept}")
-    return 0 if result.returncode == 0 else 1
+    return 0 if exit_code == 0 else 1
 
 
 if __name__ == "__main__":

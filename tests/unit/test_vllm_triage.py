@@ -58,6 +58,35 @@ def test_rules_file_uses_exactly_the_documented_classes(rules):
     assert {rule.cause_class for rule in rules.causes} == set(CAUSE_CLASSES)
 
 
+def every_named_pattern(rules):
+    return [*rules.benign, *rules.wrappers, *rules.fatal_lines, *rules.stop_requested, *rules.attempt_start,
+            *rules.startup_progress, *rules.startup_complete, *rules.warnings_that_fail]
+
+
+def test_the_lower_case_fast_path_agrees_with_the_rules_on_every_known_line(rules):
+    # The streaming pass tests lower-cased lines with case-sensitive copies of the patterns; on every
+    # line of the fixtures and the public corpus they must say what the rules' own regexes say.
+    lines = {line for path in [*FIXTURES.glob("*.log"), *FIXTURES.glob("*.txt"), *FIXTURES.glob("corpus/logs/*.log")]
+             for line in path.read_text(encoding="utf-8", errors="replace").splitlines()}
+    patterns = every_named_pattern(rules)
+    assert len(lines) > 2000 and all(pattern.folded is not None for pattern in patterns)
+    disagreements = [(pattern.id, line) for pattern in patterns for line in lines
+                     if bool(pattern.regex.search(line)) != bool(pattern.search_lowered(line.lower()))]
+    assert disagreements == []
+
+
+@pytest.mark.parametrize(("pattern", "line", "hit"), [
+    (r"\S+Error: CUDA", "RuntimeError: CUDA error", True),  # \S stays \S, not \s
+    (r"(?P<Name>NCCL) error (?P=Name)", "nccl error NCCL", True),  # group names kept
+    (r"^[A-Z]{3}_ERROR_\d", "NCCL_ERROR_2", False),
+    (r"[A-Z]{4}_ERROR_\d", "nccl_error_2", True),
+])
+def test_lower_case_copies_keep_escapes_and_group_names(pattern, line, hit):
+    [copy] = rules_from_data({"version": 1, "causes": [{"class": "other", "patterns": []}],
+                              "benign": [{"id": "x", "pattern": pattern}]}).benign
+    assert copy.folded is not None and bool(copy.search_lowered(line.lower())) is hit is bool(copy.regex.search(line))
+
+
 def test_rules_reject_an_unknown_class():
     data = {"causes": [{"class": "gremlins", "patterns": ["x"]}, {"class": "other", "patterns": []}]}
     with pytest.raises(ValueError, match="gremlins"):
