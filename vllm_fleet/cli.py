@@ -10,6 +10,7 @@ release failed and was rolled back, 1 anything else (2: bad usage).
   vllm-fleet plan ...   runs no playbook: the offline capacity planner (vllm_fleet/plan.py; exit 0 go,
                         6 no-go).
   vllm-fleet report     runs no playbook: the verify history as a PNG (vllm_fleet/report.py).
+  vllm-fleet dashboard  runs no playbook: the Grafana dashboard's panels drawn from Prometheus (vllm_fleet/dashboard.py).
   vllm-fleet variables  runs no playbook: every role's variables (docs/variables.md).
 """
 
@@ -182,6 +183,10 @@ def main(argv: list[str] | None = None) -> int:
         from vllm_fleet import report
 
         return report.main(argv[1:])
+    if argv[:1] == ["dashboard"]:  # no playbook: the Grafana dashboard drawn from Prometheus
+        from vllm_fleet import dashboard
+
+        return dashboard.main(argv[1:], REPO / "files" / "monitoring" / "grafana-dashboard.json")
     if argv[:1] == ["variables"]:  # offline: the roles' variables from their argument specs
         from vllm_fleet import variables
 

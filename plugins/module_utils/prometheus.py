@@ -32,7 +32,18 @@ class PrometheusError(Exception):
 
 
 def query(base_url: str, expr: str, timeout: float = 10.0) -> list[dict[str, Any]]:
-    url = f"{base_url.rstrip('/')}/api/v1/query?{urllib.parse.urlencode({'query': expr})}"
+    """An instant query: a list of {"metric": {...}, "value": [time, "value"]}."""
+    return api(base_url, "query", {"query": expr}, timeout)
+
+
+def query_range(base_url: str, expr: str, start: float, end: float, step: float,
+                timeout: float = 30.0) -> list[dict[str, Any]]:
+    """A range query: a list of {"metric": {...}, "values": [[time, "value"], ...]}."""
+    return api(base_url, "query_range", {"query": expr, "start": start, "end": end, "step": step}, timeout)
+
+
+def api(base_url: str, endpoint: str, params: dict[str, Any], timeout: float) -> list[dict[str, Any]]:
+    url = f"{base_url.rstrip('/')}/api/v1/{endpoint}?{urllib.parse.urlencode(params)}"
     try:
         with open_url(url, timeout=timeout) as answer:
             body = json.load(answer)
@@ -41,7 +52,7 @@ def query(base_url: str, expr: str, timeout: float = 10.0) -> list[dict[str, Any
     except (OSError, ValueError) as error:
         raise PrometheusError(f"{base_url}: {error}") from error
     if body.get("status") != "success":
-        raise PrometheusError(f"{base_url}: {expr}: {body.get('error', body)}")
+        raise PrometheusError(f"{base_url}: {params['query']}: {body.get('error', body)}")
     return body["data"]["result"]
 
 

@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import subprocess
+import time
 import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
 
 import pytest
+from PIL import Image
 
 from tests.conftest import REPO_ROOT
-from tests.e2e.conftest import API_KEY, API_URL, PlayRun, prometheus_query, run_playbook, wait_for_series
+from tests.e2e.conftest import (API_KEY, API_URL, SSH_PORT, PlayRun, prometheus_query, run_playbook,
+                                wait_for_series)
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +58,57 @@ def test_every_dashboard_panel_returns_series(deployed: PlayRun):
     # the rate() and recording-rule panels need two scrapes of the same counters: a few intervals
     empty = [query for query in queries if not wait_for_series(query, 30)[0]]
     assert empty == [], empty
+
+
+@contextmanager
+def ssh_tunnel_to_prometheus() -> Iterator[int]:
+    """What an operator does to reach the monitoring host's loopback-only Prometheus: a local port
+    forwarded over SSH."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    tunnel = subprocess.Popen(["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StrictHostKeyChecking=no",
+                               "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
+                               "-i", str(REPO_ROOT / ".cache" / "testhost" / "id_ed25519"), "-p", str(SSH_PORT),
+                               "-L", f"{port}:127.0.0.1:9090", "root@127.0.0.1"])
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2).read()
+                break
+            except OSError:
+                assert tunnel.poll() is None and time.monotonic() < deadline, "the SSH tunnel did not come up"
+                time.sleep(0.5)
+        yield port
+    finally:
+        tunnel.terminate()
+        tunnel.wait(timeout=10)
+
+
+def test_the_dashboard_is_drawn_from_the_hosts_prometheus(deployed: PlayRun, tmp_path: Path):
+    """`vllm-fleet dashboard` through an SSH tunnel draws every panel with the host's series."""
+    # Prometheus's first scrape of vLLM often comes after site.yml's verify: traffic the rates see
+    for _ in range(3):
+        body = json.dumps({"model": "demo", "prompt": "Rivers", "max_tokens": 8}).encode()
+        urllib.request.urlopen(urllib.request.Request(f"{API_URL}/completions", body, {
+            "Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}), timeout=60).read()
+    wait_for_series(f'vllm_fleet:output_tok_s:rate5m{{host="{INVENTORY_HOST}"}} > 0', 60)
+    out = tmp_path / "dashboard.png"
+    with ssh_tunnel_to_prometheus() as port:
+        drawn = subprocess.run([str(REPO_ROOT / "tools" / "vllm-fleet"), "dashboard", "--prometheus",
+                                f"http://127.0.0.1:{port}", "--minutes", "120", "--out", str(out)],
+                               capture_output=True, text=True, timeout=120, check=False)
+    assert drawn.returncode == 0, drawn.stdout + drawn.stderr
+    panels = json.loads(Image.open(out).text["vllm-fleet-series"])
+    titles = [panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"]]
+    assert sorted(panels) == sorted(titles)
+    without_host = [title for title, series in panels.items() if not any(INVENTORY_HOST in label for label in series)]
+    assert without_host == [], drawn.stdout
+    # the verify's requests: finished requests were counted, so some rate was above zero
+    finished = panels["Finished requests/s by reason"]
+    assert max(value for points in finished.values() for _stamp, value in points) > 0
+    print(f"\n[dashboard] {drawn.stdout.strip()}")
 
 
 def test_status_shows_the_hosts_figures_from_prometheus(deployed: PlayRun, tmp_path):
