@@ -1165,6 +1165,7 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
     benign: Counter[str] = Counter()
     keep_anyway = [*rules.attempt_start, *rules.stop_requested, *rules.startup_complete]
     last: tuple[int, Entry] | None = None
+    last_benign: str | None = None
     index = 0
     while True:
         batch = list(islice(entries, STREAM_BATCH_LINES))
@@ -1187,13 +1188,15 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
                 pattern = None  # a warning a fatal rule names stays, as in drop_benign
             if pattern is not None:
                 benign[pattern.id] += 1
-                last = (position, entry)
+                last, last_benign = (position, entry), pattern.id
                 continue
             if QUIET_RECORD.match(message) and (not keep_here or first_matching(keep_here, message, lowered) is None):
-                last = (position, entry)
+                last, last_benign = (position, entry), None
                 continue
             window.append((position, entry))
             last = None
     if last is not None:
         window.append(last)
-    return window, benign
+        if last_benign is not None:  # counted again when the window is read
+            benign[last_benign] -= 1
+    return window, +benign

@@ -429,6 +429,15 @@ def test_benign_lines_are_counted_per_rule(rules):
     assert sum(report.benign_dropped.values()) == report.benign_suppressed
 
 
+@pytest.mark.parametrize("count", [1, 2, 5])
+def test_each_benign_line_is_counted_once_also_the_last(count: int, rules):
+    # the streaming reader keeps the last line for the analysis (a silent death ends with one)
+    text = "".join(f"/opt/x.py:{n}: FutureWarning: option {n} is deprecated\n" for n in range(count))
+    report = triage_stream(io.BytesIO(text.encode()), rules)
+    assert not report.found
+    assert report.benign_dropped == {"python_warning": count} and report.benign_suppressed == count
+
+
 # ----------------------------------------------------------------------------- streaming input
 
 
