@@ -6,6 +6,7 @@ sha256 afterwards. Downloads resume with HTTP Range from a ``<name>.part`` file.
 
 from __future__ import annotations
 
+import errno
 import fnmatch
 import hashlib
 import http.client
@@ -111,6 +112,10 @@ def head_size(name: str, url: str, headers: dict[str, str], timeout: float) -> i
     return int(length)
 
 
+# Errors of the local file, not of the network: another attempt would meet them again.
+LOCAL_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+
+
 def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], timeout: float,
                   attempts: int) -> Transfer:
     """Fetch remote.url to staging/remote.name, resuming a .part file with a Range request."""
@@ -128,7 +133,14 @@ def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], ti
             have = 0
         try:
             transfer.bytes_transferred += fetch_range(remote.url or "", part, have, headers, timeout)
-        except (OSError, http.client.HTTPException) as error:
+        except OSError as error:
+            if error.errno in LOCAL_WRITE_ERRORS:
+                raise FetchError(f"{remote.name}: cannot write {part} ({error.strerror}, [Errno {error.errno}]); not retried: "
+                                 "a full, over-quota or read-only filesystem does not heal by itself. Make room and re-run: "
+                                 "the part file is kept and resumed") from error
+            last_error = str(error) or type(error).__name__
+            continue
+        except http.client.HTTPException as error:
             last_error = str(error) or type(error).__name__
             continue
         size = part.stat().st_size

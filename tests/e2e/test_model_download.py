@@ -177,12 +177,15 @@ def test_the_filesystem_filling_during_a_download_fails_naming_the_shard_and_a_r
         on_host(f"fallocate -l $(( $(df --output=avail --block-size=1 /dev/shm | tail -n 1) - 65536 )) {filler}")
 
     server.state.pause_after[SHARDS[1]] = (size // 3, fill)
+    asked_before = len(server.state.log)
     try:
-        failed = play(tmp_path / "1", profile(server, "a"), model_root=root, model_download_attempts=1)
+        failed = play(tmp_path / "1", profile(server, "a"), model_root=root, model_download_attempts=3)
         assert failed.rc != 0
         message = failed.task_result(FETCH_TASK)["msg"]
         print(f"\n[model] filesystem full: {message}")
-        assert f"{SHARDS[1]}: download incomplete after 1 attempt(s) ([Errno 28] No space left on device)" in message, message
+        assert f"{SHARDS[1]}: cannot write " in message and "(No space left on device, [Errno 28]); not retried" in message
+        asked = [r.path for r in server.state.log[asked_before:] if r.method == "GET" and r.path.endswith(SHARDS[1])]
+        assert len(asked) == 1  # not retried: attempts are 3
         assert on_host(f"test -e {root}/{NAME}/current && echo yes || echo no") == "no"
         assert service_state() == running
         kept = int(on_host(f"stat -c %s $(find {root} -name '{SHARDS[1]}.part')"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import RemoteFile
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import FetchError, RemoteFile, http_download
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_fetch import FetchRequest, ensure_model
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_store import MANIFEST, ModelStore, damaged_files
 from tests.e2e.model_http_server import ModelHTTPServer
@@ -109,6 +109,18 @@ def test_a_dropped_connection_is_retried_within_one_run(served: ModelHTTPServer,
     result = ensure_model(url_request(served, tmp_path / "models", attempts=3))
     assert result.problems == []
     assert next(t for t in result.transfers if t["name"] == SHARDS[0])["attempts"] == 2
+
+
+def test_a_full_filesystem_is_not_retried_and_names_the_file(served: ModelHTTPServer, tmp_path: Path):
+    # /dev/full: the kernel's own ENOSPC on every write, as a filled model filesystem gives
+    (tmp_path / f"{SHARDS[0]}.part").symlink_to("/dev/full")
+    remote = RemoteFile(name=SHARDS[0], url=served.url(f"a/{SHARDS[0]}"),
+                        size=(served.state.root / "a" / SHARDS[0]).stat().st_size)
+    with pytest.raises(FetchError) as failed:
+        http_download(remote, tmp_path, {}, timeout=10, attempts=3)
+    assert str(failed.value).startswith(f"{SHARDS[0]}: cannot write {tmp_path / SHARDS[0]}.part "
+                                        "(No space left on device, [Errno 28]); not retried")
+    assert len([r for r in served.state.log if r.path.endswith(SHARDS[0])]) == 1
 
 
 def place_a(served: ModelHTTPServer, tmp_path: Path) -> tuple[ModelStore, str]:
