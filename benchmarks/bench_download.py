@@ -77,7 +77,7 @@ def main() -> None:
         expected = {Path(line.split()[1]).name: line.split()[0] for line in out.splitlines()}
         print(f"sha256sum (coreutils, files in sequence): {total_gb / baseline:.2f} GB/s ({baseline:.2f} s)")
         for workers in sorted({1, args.workers, args.files}):
-            seconds, hashes = timed(lambda: sha256_files(paths, workers))
+            seconds, hashes = timed(lambda workers=workers: sha256_files(paths, workers))
             assert hashes == expected, "hashes disagree with sha256sum"
             print(f"model_store.sha256_files, {workers} thread(s): {total_gb / seconds:.2f} GB/s ({seconds:.2f} s), "
                   f"{baseline / seconds:.2f}x sha256sum")

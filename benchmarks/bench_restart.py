@@ -73,8 +73,7 @@ def timed_cleanup(leftovers: int) -> float:
                 f"bash -c 'exec -a VLLM::Worker_TP{index} sleep 600'")
     on_host("systemctl stop vllm")
     started = time.perf_counter()
-    result = ansible(["ansible", HOST, "-b", "-m", "vllm_cleanup", "-a",
-                      json.dumps({"service_user": "vllm", "port": 8000})])
+    ansible(["ansible", HOST, "-b", "-m", "vllm_cleanup", "-a", json.dumps({"service_user": "vllm", "port": 8000})])
     seconds = time.perf_counter() - started
     stopped = on_host("pgrep -fc '^VLLM::Worker_TP' || true")
     if stopped not in ("0", ""):

@@ -46,10 +46,10 @@ class Panel:
     series: list[Series] = field(default_factory=list)
 
 
-def load_panels(dashboard: Path) -> list[Panel]:
+def load_panels(dashboard: dict[str, Any]) -> list[Panel]:
     return [Panel(title=panel["title"], unit=panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "short"),
                   grid=panel["gridPos"], targets=panel["targets"])
-            for panel in json.loads(dashboard.read_text())["panels"] if panel.get("type") == "timeseries"]
+            for panel in dashboard["panels"] if panel.get("type") == "timeseries"]
 
 
 def legend(template: str, metric: dict[str, str]) -> str:
@@ -129,7 +129,8 @@ def main(argv: list[str], dashboard: Path) -> int:
     parser.add_argument("--minutes", type=float, default=60.0, help="time range up to now (default: %(default)s)")
     parser.add_argument("--out", type=Path, default=Path("vllm-fleet-dashboard.png"), help="the PNG to write")
     args = parser.parse_args(argv)
-    panels = load_panels(dashboard)
+    definition = json.loads(dashboard.read_text())
+    panels = load_panels(definition)
     end = time.time()
     try:
         fetch(panels, args.prometheus, args.hosts, end - args.minutes * 60, end)
@@ -140,7 +141,7 @@ def main(argv: list[str], dashboard: Path) -> int:
         print(f"dashboard: Prometheus at {args.prometheus} has no data for any panel (hosts {args.hosts!r})")
         return 1
     try:
-        draw(panels, args.out, f"{json.loads(dashboard.read_text())['title']}: last {args.minutes:g} min, "
+        draw(panels, args.out, f"{definition['title']}: last {args.minutes:g} min, "
                                f"up to {datetime.fromtimestamp(end, timezone.utc):%Y-%m-%d %H:%M} UTC, hosts {args.hosts}",
              end - args.minutes * 60, end)
     except ImportError:

@@ -215,7 +215,7 @@ def write_gguf(path: str, d: dict, plan: list, qtype: Q, n_dense: int, rng: np.r
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_ti_data_to_file()
-    for name, item in arrays:
+    for _name, item in arrays:
         if isinstance(item, tuple):
             shape, t = item
             item = quantized_bytes(shape, t, pools[t])

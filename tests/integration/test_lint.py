@@ -19,3 +19,10 @@ def test_playbooks_pass_syntax_check():
         assert result.returncode == 0, result.stdout + result.stderr
     result = run(["ansible-playbook", "--syntax-check", "-i", "inventory/example-blackwell", "site.yml"])
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_ruff_on_the_python():
+    config = (REPO_ROOT / "pyproject.toml").read_text()
+    assert '[tool.ruff.lint]\nselect = ["E4", "E7", "E9", "F", "B"]' in config
+    result = run(["ruff", "check", "--no-cache", "."])
+    assert result.returncode == 0, result.stdout + result.stderr
