@@ -545,6 +545,37 @@ def test_held7_message_families(rules, pasted: str, cause_class: str, cause: str
     assert cause in report.root_cause
 
 
+@pytest.mark.parametrize(("pasted", "cause_class", "cause"), [
+    # A CUDA start-up failure that torch only warns about: vLLM then finds no platform.
+    ("/opt/venv/lib/python3.12/site-packages/torch/cuda/__init__.py:174: UserWarning: CUDA initialization: "
+     "Unexpected error from cudaGetDeviceCount(). Error 804: forward compatibility was attempted on non "
+     "supported HW\n", "driver_cuda_mismatch", "Error 804"),
+    # The second line of torch's warning for a GPU its build has no kernels for.
+    ("If you want to use the NVIDIA RTX PRO 6000 Blackwell GPU with PyTorch, please check the instructions at "
+     "https://pytorch.org/get-started/locally/\n", "driver_cuda_mismatch", "GPU with PyTorch"),
+    ("/bin/sh: 1: /usr/local/cuda/bin/nvcc: not found\n", "other", "nvcc: not found"),
+    ("bash: line 3: ninja: command not found\n", "other", "ninja: command not found"),
+    ("(RayWorker pid=812) *** SIGBUS received at time=1764800000 on cpu 3 ***\n", "disk_or_shm_space", "SIGBUS"),
+    ("Bus error (core dumped)\n", "disk_or_shm_space", "Bus error"),
+])
+def test_held8_message_families(rules, pasted: str, cause_class: str, cause: str):
+    report = triage_stream(io.BytesIO(pasted.encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+    assert cause in report.root_cause
+
+
+@pytest.mark.parametrize("notice", [
+    "WARNING 12-04 10:00:01 tokenizer.py:63] Using a slow tokenizer. This might cause a significant slowdown.",
+    "[rank0]:[W1204 10:00:02.1 ProcessGroupNCCL.cpp:1479] Warning: WARNING: destroy_process_group() was not "
+    "called before program exit, which can leak resources.",
+])
+def test_advice_and_exit_notices_are_never_the_cause(rules, notice: str):
+    alone = triage_stream(io.BytesIO((notice + "\n").encode()), rules)
+    assert not alone.found and alone.benign_suppressed == 1
+    after = triage_stream(io.BytesIO(f"RuntimeError: Error building extension 'sampling'\n{notice}\n".encode()), rules)
+    assert after.root_cause.startswith("RuntimeError: Error building extension") and notice[-20:] not in after.root_cause
+
+
 def test_an_ordinary_user_warning_is_still_benign(rules):
     report = triage_stream(io.BytesIO(b"/x/y.py:3: UserWarning: TypedStorage is deprecated\n"), rules)
     assert not report.found and "python_warning" in report.benign_dropped
