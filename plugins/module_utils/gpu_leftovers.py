@@ -132,15 +132,14 @@ def read_comm(proc_dir: Path) -> str:
 
 def systemd_cgroup(cgroup_file: str) -> str:
     """The cgroup systemd placed a process in ("/system.slice/vllm.service"), from /proc/PID/cgroup's
-    text: the cgroup v2 line, or where that is only "/" (a hybrid or v1 host) the name=systemd line."""
+    text: the hierarchy systemd tracks units in, name=systemd on a v1 or hybrid host (where the v2
+    line may be "/" or, in a container, the container's own cgroup), else the v2 line. The path is
+    the one `systemctl show -p ControlGroup` gives for the unit."""
     paths = {}
     for line in cgroup_file.splitlines():
         _number, hierarchy, path = (line.split(":", 2) + ["", ""])[:3]
         paths[hierarchy] = path
-    unified = paths.get("", "")
-    if unified not in ("", "/"):
-        return unified
-    return paths.get("name=systemd") or unified
+    return paths.get("name=systemd") or paths.get("", "")
 
 
 def read_cgroup(proc_dir: Path) -> str:

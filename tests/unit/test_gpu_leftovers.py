@@ -100,15 +100,25 @@ UNIFIED = "0::/system.slice/vllm.service\n"
 HYBRID = ("12:memory:/system.slice/vllm.service\n1:name=systemd:/system.slice/vllm.service\n"
           "0::/\n")
 V1_ONLY = "4:pids:/system.slice/vllm.service\n1:name=systemd:/system.slice/vllm.service\n"
+# A podman test host on the hybrid development VM (recorded): no cgroup namespace, so every path
+# starts with the container's cgroup, the v2 line is the container's and not the unit's, and
+# `systemctl show -p ControlGroup vllm` there gives the same full path as the name=systemd line.
+CONTAINER = "/libpod_parent/libpod-a8e0bdbff32c5d5c3eaae1ec8ee0716a339d927dbfc2f64d57b421f6cce8edbc"
+IN_CONTAINER = (f"9:name=systemd:{CONTAINER}/system.slice/vllm.service\n8:pids:{CONTAINER}\n"
+                f"4:memory:{CONTAINER}\n0::{CONTAINER}\n")
 
 
-@pytest.mark.parametrize("cgroup_file", [UNIFIED, HYBRID, V1_ONLY])
-def test_the_units_processes_are_in_its_scope_on_every_cgroup_layout(tmp_path: Path, cgroup_file: str):
+@pytest.mark.parametrize(("cgroup_file", "control_group"), [
+    (UNIFIED, "/system.slice/vllm.service"), (HYBRID, "/system.slice/vllm.service"),
+    (V1_ONLY, "/system.slice/vllm.service"), (IN_CONTAINER, f"{CONTAINER}/system.slice/vllm.service"),
+])
+def test_the_units_processes_are_in_its_scope_on_every_cgroup_layout(tmp_path: Path, cgroup_file: str,
+                                                                     control_group: str):
     (tmp_path / "cgroup").write_text(cgroup_file)
-    scope = Scope(OTHER_USER, unit_cgroup="/system.slice/vllm.service")
-    assert read_cgroup(tmp_path) == "/system.slice/vllm.service"
-    assert scope.owns("root", read_cgroup(tmp_path))
-    assert not Scope(OTHER_USER, unit_cgroup="/system.slice/other.service").owns("root", read_cgroup(tmp_path))
+    assert read_cgroup(tmp_path) == control_group
+    assert Scope(OTHER_USER, unit_cgroup=control_group).owns("root", read_cgroup(tmp_path))
+    other = control_group.replace("vllm.service", "other.service")
+    assert not Scope(OTHER_USER, unit_cgroup=other).owns("root", read_cgroup(tmp_path))
 
 
 def test_a_process_outside_any_unit_on_a_hybrid_host_is_not_in_the_units_scope(tmp_path: Path):

@@ -89,6 +89,9 @@ def test_the_holder_of_a_listening_port_is_found_with_its_unit():
     # a hybrid (cgroup v1) host such as the development VM: the unit is on the name=systemd line
     ("9:name=systemd:/system.slice/vllm.service\n4:memory:/system.slice/vllm.service\n0::/\n", "vllm.service"),
     ("0::/user.slice/user-0.slice/session-3.scope\n", "session-3.scope"),
+    # a podman test host on that VM: the v2 line is the container's cgroup, the unit only on name=systemd
+    ("9:name=systemd:/libpod_parent/libpod-a8e0/system.slice/vllm.service\n0::/libpod_parent/libpod-a8e0\n",
+     "vllm.service"),
     ("0::/\n", None),
 ])
 def test_unit_of_a_process_from_its_cgroup(cgroup: str, unit: str | None):
