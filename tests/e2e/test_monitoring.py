@@ -89,8 +89,8 @@ def ssh_tunnel_to_prometheus() -> Iterator[int]:
 def test_the_dashboard_is_drawn_from_the_hosts_prometheus(deployed: PlayRun, tmp_path: Path):
     """`vllm-fleet dashboard` through an SSH tunnel draws every panel with the host's series."""
     # Prometheus's first scrape of vLLM often comes after site.yml's verify: traffic the rates see
-    for _ in range(3):
-        body = json.dumps({"model": "demo", "prompt": "Rivers", "max_tokens": 8}).encode()
+    for prompt in ("Rivers", "Mountains", "Lakes"):
+        body = json.dumps({"model": "demo", "prompt": prompt, "max_tokens": 8}).encode()
         urllib.request.urlopen(urllib.request.Request(f"{API_URL}/completions", body, {
             "Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}), timeout=60).read()
     wait_for_series(f'vllm_fleet:output_tok_s:rate5m{{host="{INVENTORY_HOST}"}} > 0', 60)
