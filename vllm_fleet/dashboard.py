@@ -1,11 +1,12 @@
 """vllm-fleet dashboard: the Grafana dashboard's panels drawn from Prometheus as one PNG, no Grafana needed.
 
-  vllm-fleet dashboard [--prometheus URL] [--hosts REGEX] [--minutes 60] [--out FILE.png]
+  vllm-fleet dashboard [--prometheus URL] [--hosts REGEX] [--minutes 60] [--end ISO_TIME] [--out FILE.png]
 
 Reads the dashboard the monitoring role ships (files/monitoring/grafana-dashboard.json), runs each
-panel's queries over the last minutes (Prometheus's /api/v1/query_range, `$host` set to --hosts)
-and draws the panels where the dashboard places them, with their legends and units: what Grafana
-shows, for an incident note or a host without Grafana. Prometheus listens on the monitoring host's
+panel's queries over the minutes up to --end (now by default; an incident's time for a post-mortem)
+through Prometheus's /api/v1/query_range, `$host` set to --hosts, and draws the panels where the
+dashboard places them, with their legends and units: what Grafana shows, for an incident note or a
+host without Grafana. Prometheus listens on the monitoring host's
 loopback by default; reach it with `ssh -N -L 9090:127.0.0.1:9090 MONITORING_HOST`. The series
 drawn are written into the PNG as the text chunk "vllm-fleet-series" (JSON). Exit 0 with a
 picture, 1 when no panel has data, 2 when Prometheus cannot be asked or matplotlib is missing.
@@ -122,16 +123,23 @@ def draw(panels: list[Panel], out: Path, title: str, start: float, end: float) -
     plt.close(fig)
 
 
+def end_timestamp(end: datetime) -> float:
+    """A naive time is UTC, as Prometheus and the picture's axes are."""
+    return (end if end.tzinfo else end.replace(tzinfo=timezone.utc)).timestamp()
+
+
 def main(argv: list[str], dashboard: Path) -> int:
     parser = argparse.ArgumentParser(prog="vllm-fleet dashboard", description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--prometheus", default="http://127.0.0.1:9090", help="Prometheus's URL (default: %(default)s)")
     parser.add_argument("--hosts", default=".*", help="regex of the host labels to draw, Grafana's $host (default: all)")
-    parser.add_argument("--minutes", type=float, default=60.0, help="time range up to now (default: %(default)s)")
+    parser.add_argument("--minutes", type=float, default=60.0, help="time range up to --end (default: %(default)s)")
+    parser.add_argument("--end", type=datetime.fromisoformat, default=None,
+                        help="end of the range, ISO 8601 (2026-12-04T12:48:00+00:00; default: now)")
     parser.add_argument("--out", type=Path, default=Path("vllm-fleet-dashboard.png"), help="the PNG to write")
     args = parser.parse_args(argv)
     definition = json.loads(dashboard.read_text())
     panels = load_panels(definition)
-    end = time.time()
+    end = time.time() if args.end is None else end_timestamp(args.end)
     try:
         fetch(panels, args.prometheus, args.hosts, end - args.minutes * 60, end)
     except PrometheusError as error:

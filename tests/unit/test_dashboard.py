@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import datetime, timezone
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -66,9 +67,17 @@ def empty_prometheus() -> Iterator[str]:
     yield from serve(NoData)
 
 
+def recorded_end() -> str:
+    """The last sample time of the recording: the range drawn must hold it, whenever the test runs."""
+    last = max(float(stamp) for answer in RECORDED["answers"].values() for series in answer["data"]["result"]
+               for stamp, _value in series["values"])
+    return datetime.fromtimestamp(last, timezone.utc).isoformat()
+
+
 def test_every_panel_is_drawn_with_the_series_prometheus_returned(prometheus: str, tmp_path: Path, capsys):
     out = tmp_path / "dashboard.png"
-    assert dashboard.main(["--prometheus", prometheus, "--out", str(out)], DASHBOARD) == 0
+    assert dashboard.main(["--prometheus", prometheus, "--minutes", "10", "--end", recorded_end(),
+                           "--out", str(out)], DASHBOARD) == 0
     image = Image.open(out)
     assert image.size == (1600, 1020)  # 16 x (32 grid rows x 0.3 + 0.6) inches at 100 dpi
     drawn = json.loads(image.text[dashboard.SERIES_KEY])
@@ -84,6 +93,21 @@ def test_every_panel_is_drawn_with_the_series_prometheus_returned(prometheus: st
     # matplotlib's first line colour (C0) is on the canvas: lines were drawn, not only axes
     rgb = image.convert("RGB")
     assert sum(count for count, colour in rgb.getcolors(maxcolors=1 << 20) if colour == (0x1F, 0x77, 0xB4)) > 2000
+
+
+def test_a_range_in_the_past_is_asked_for_and_drawn(tmp_path: Path):
+    asked: list[dict[str, list[str]]] = []
+
+    class Recording(RangeAnswers):
+        def do_GET(self) -> None:  # noqa: N802
+            asked.append(urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query))
+            super().do_GET()
+
+    for url in serve(Recording):
+        assert dashboard.main(["--prometheus", url, "--minutes", "30", "--end", "2026-12-04T12:48:00",
+                               "--out", str(tmp_path / "d.png")], DASHBOARD) == 0
+    end = datetime(2026, 12, 4, 12, 48, tzinfo=timezone.utc).timestamp()  # a naive time is UTC
+    assert {(float(query["start"][0]), float(query["end"][0])) for query in asked} == {(end - 1800, end)}
 
 
 def test_the_host_regex_goes_into_every_query(tmp_path: Path):
