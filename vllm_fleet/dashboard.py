@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.prometheus import PrometheusError, query_range
+from vllm_fleet.png import pyplot, save
 
-SERIES_KEY = "vllm-fleet-series"
 GRID_COLUMNS = 24  # Grafana's grid: 24 columns, rows of 30 px
 FIGURE_WIDTH, ROW_INCHES, TITLE_INCHES = 16.0, 0.3, 0.6
 POINTS_PER_PANEL = 240
@@ -93,11 +93,8 @@ def panel_box(grid: dict[str, int], rows: int) -> list[float]:
 
 
 def draw(panels: list[Panel], out: Path, title: str, start: float, end: float) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
+    plt = pyplot()
     import matplotlib.dates as mdates
-    import matplotlib.pyplot as plt
 
     rows = max(panel.grid["y"] + panel.grid["h"] for panel in panels)
     fig = plt.figure(figsize=(FIGURE_WIDTH, rows * ROW_INCHES + TITLE_INCHES), dpi=100)
@@ -118,9 +115,7 @@ def draw(panels: list[Panel], out: Path, title: str, start: float, end: float) -
             axis.text(0.5, 0.5, "no data", transform=axis.transAxes, ha="center", va="center", color="grey")
     fig.suptitle(title, x=0.01, y=1 - 0.15 / (rows * ROW_INCHES + TITLE_INCHES), ha="left", va="top", fontsize=13)
     drawn = {panel.title: {series.label: series.points for series in panel.series} for panel in panels}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png", metadata={SERIES_KEY: json.dumps(drawn, sort_keys=True)})
-    plt.close(fig)
+    save(fig, out, drawn)
 
 
 def end_timestamp(end: datetime) -> float:

@@ -11,14 +11,13 @@ picture, 1 when there is no history to draw, 2 without matplotlib.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 from datetime import datetime
 from pathlib import Path
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.bench_history import figure, read_history
+from vllm_fleet.png import pyplot, save
 
-SERIES_KEY = "vllm-fleet-series"
 PANELS = {"decode_tok_s": "decode tok/s (one stream)", "ttft_p99_ms": "TTFT p99 (ms)"}
 
 
@@ -40,11 +39,7 @@ def series_by_host(history_dir: Path) -> dict[str, dict[str, list]]:
 
 
 def draw(series: dict[str, dict[str, list]], out: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     fig, axes = plt.subplots(len(PANELS), 1, figsize=(10, 7), dpi=100, sharex=True)
     for axis, (name, label) in zip(axes, PANELS.items()):
         for host, figures in series.items():
@@ -56,9 +51,7 @@ def draw(series: dict[str, dict[str, list]], out: Path) -> None:
     axes[0].set_title("vllm-fleet verify history")
     axes[-1].set_xlabel("time (UTC)")
     fig.autofmt_xdate()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, format="png", metadata={SERIES_KEY: json.dumps(series, sort_keys=True)})
-    plt.close(fig)
+    save(fig, out, series)
 
 
 def main(argv: list[str]) -> int:

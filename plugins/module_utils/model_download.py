@@ -133,14 +133,11 @@ def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], ti
             have = 0
         try:
             transfer.bytes_transferred += fetch_range(remote.url or "", part, have, headers, timeout)
-        except OSError as error:
-            if error.errno in LOCAL_WRITE_ERRORS:
+        except (OSError, http.client.HTTPException) as error:
+            if isinstance(error, OSError) and error.errno in LOCAL_WRITE_ERRORS:
                 raise FetchError(f"{remote.name}: cannot write {part} ({error.strerror}, [Errno {error.errno}]); not retried: "
                                  "a full, over-quota or read-only filesystem does not heal by itself. Make room and re-run: "
                                  "the part file is kept and resumed") from error
-            last_error = str(error) or type(error).__name__
-            continue
-        except http.client.HTTPException as error:
             last_error = str(error) or type(error).__name__
             continue
         size = part.stat().st_size

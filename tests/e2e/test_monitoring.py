@@ -16,9 +16,11 @@ from typing import Iterator
 import pytest
 from PIL import Image
 
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_http import Endpoint
 from tests.conftest import REPO_ROOT
 from tests.e2e.conftest import (API_KEY, API_URL, SSH_PORT, PlayRun, prometheus_query, run_playbook,
                                 wait_for_series)
+from tests.harness.loadgen import one_request
 
 pytestmark = pytest.mark.slow
 
@@ -89,10 +91,9 @@ def ssh_tunnel_to_prometheus() -> Iterator[int]:
 def test_the_dashboard_is_drawn_from_the_hosts_prometheus(deployed: PlayRun, tmp_path: Path):
     """`vllm-fleet dashboard` through an SSH tunnel draws every panel with the host's series."""
     # Prometheus's first scrape of vLLM often comes after site.yml's verify: traffic the rates see
-    for prompt in ("Rivers", "Mountains", "Lakes"):
-        body = json.dumps({"model": "demo", "prompt": prompt, "max_tokens": 8}).encode()
-        urllib.request.urlopen(urllib.request.Request(f"{API_URL}/completions", body, {
-            "Content-Type": "application/json", "Authorization": f"Bearer {API_KEY}"}), timeout=60).read()
+    endpoint = Endpoint(API_URL, API_KEY, timeout=60)
+    served = [one_request(endpoint, "demo", prompt, 8) for prompt in ("Rivers", "Mountains", "Lakes")]
+    assert all(ok for ok, _tokens, _error in served), served
     wait_for_series(f'vllm_fleet:output_tok_s:rate5m{{host="{INVENTORY_HOST}"}} > 0', 60)
     out = tmp_path / "dashboard.png"
     with ssh_tunnel_to_prometheus() as port:

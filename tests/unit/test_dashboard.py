@@ -16,6 +16,7 @@ import pytest
 from PIL import Image
 
 from vllm_fleet import dashboard
+from vllm_fleet.png import SERIES_KEY
 
 from tests.conftest import REPO_ROOT
 
@@ -80,7 +81,7 @@ def test_every_panel_is_drawn_with_the_series_prometheus_returned(prometheus: st
                            "--out", str(out)], DASHBOARD) == 0
     image = Image.open(out)
     assert image.size == (1600, 1020)  # 16 x (32 grid rows x 0.3 + 0.6) inches at 100 dpi
-    drawn = json.loads(image.text[dashboard.SERIES_KEY])
+    drawn = json.loads(image.text[SERIES_KEY])
     titles = [panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"]]
     assert sorted(drawn) == sorted(titles)
     # legends as the dashboard's legendFormat says, values as Prometheus answered them

@@ -9,6 +9,7 @@ from pathlib import Path
 from PIL import Image
 
 from vllm_fleet import report
+from vllm_fleet.png import SERIES_KEY
 
 
 def record(host: str, stamp: str, decode: float, ttft_p99: float) -> dict:
@@ -38,7 +39,7 @@ def test_the_report_draws_each_hosts_history(tmp_path: Path):
     assert report.main(["--history-dir", str(tmp_path / "history"), "--out", str(out)]) == 0
     image = Image.open(out)
     assert image.size == (1000, 700)
-    drawn = json.loads(image.text[report.SERIES_KEY])
+    drawn = json.loads(image.text[SERIES_KEY])
     assert drawn["gpu1"]["decode_tok_s"] == [55.0, 57.1, 41.0]
     assert drawn["gpu1"]["ttft_p99_ms"] == [900.0, 850.0, 1600.0]
     assert drawn["gpu2"]["time"] == ["2026-12-01T11:00:00Z", "2026-12-03T11:00:00Z"]
