@@ -21,6 +21,7 @@ pytestmark = pytest.mark.slow
 CLEANUP_TASK = "Stop leftover GPU and vLLM processes, remove stale shared memory"
 PRECHECK_TASK = "Check that nothing outside the unit holds its GPUs or port"
 GATE_TASK = "Wait until vLLM serves, failing fast on a crash"
+RELOAD_TASK = "Reload systemd for the changed unit"
 RULES = REPO_ROOT / "files" / "triage" / "rules.json"
 FAKE_DEVICES = "/run/fake-gpu"
 HOLD = f"{FAKE_DEVICES}/hold.py"
@@ -115,6 +116,8 @@ def test_our_leftovers_are_cleaned_a_port_holder_refused_then_forced_and_nothing
     assert not {foreign, daemon} & {h["pid"] for h in cleanup["holders"]}
     assert run.task_result(GATE_TASK)["completion_tokens"] > 0
     assert service_state()[0] == "active"
+    with pytest.raises(KeyError):  # the unit did not change: no daemon-reload (it can time out on a busy host)
+        run.task_result(RELOAD_TASK)
     faults.record("orphan_engine", survived="recovered", seconds=run.seconds,
                   message=f"restart stopped pids {sorted(stopped)}, removed "
                           f"{len(cleanup['removed_shm_files'])} stale shm files; another user's vLLM and "
@@ -240,13 +243,23 @@ def test_a_corrupted_compile_cache_is_rebuilt_at_the_restart(deployed: PlayRun, 
     """Every file of the torch.compile cache overwritten with random bytes. vLLM rebuilds what it
     fails to load ("Compiling model again due to a load failure"), but a broken inductor module it
     imports crashes every start of the same code ("InductorError ... Failed to import"); the restart
-    then removes the cache once the triage names it, and starts again."""
+    then removes the cache once the triage names it, and starts again.
+    The same restart finds a drop-in added to the unit since systemd loaded it: it reloads systemd
+    and the new process has the drop-in's environment."""
     cache = "/var/lib/vllm/cache/torch_compile_cache"
     corrupted = int(on_host(f"n=0; for f in $(find {cache} -type f); do head -c 4096 /dev/urandom > $f; n=$((n+1)); done; "
                             "echo $n"))
     assert corrupted > 0
-    run = run_playbook(tmp_path, "playbooks/restart.yml")
-    assert run.rc == 0, run.output[-5000:]
+    dropin = "/etc/systemd/system/vllm.service.d/zz-test-reload.conf"
+    on_host(f"mkdir -p {dropin.rsplit('/', 1)[0]} && printf '[Service]\\nEnvironment=VLLM_FLEET_TEST_RELOAD=1\\n' > {dropin}")
+    try:
+        run = run_playbook(tmp_path, "playbooks/restart.yml")
+        assert run.rc == 0, run.output[-5000:]
+        assert run.task_result(RELOAD_TASK)["changed"] is False
+        pid = service_state()[1]
+        assert "VLLM_FLEET_TEST_RELOAD=1" in on_host(f"tr '\\0' '\\n' < /proc/{pid}/environ")
+    finally:
+        on_host(f"rm -f {dropin} && systemctl daemon-reload")
     assert run.task_result(GATE_TASK)["completion_tokens"] > 0
     journal = on_host("journalctl -u vllm --no-pager -n 2000")
     if "Remove the broken torch.compile cache" in run.output:
