@@ -115,6 +115,15 @@ EMBEDDED_EXCEPTION = re.compile(
 # The raising frame of a traceback pasted without its last line.
 RAISE_STATEMENT = re.compile(r"^\s*raise \w")
 LOGGED_FAILURE_LEVELS = ("ERROR", "CRITICAL")
+# Words of a line that reports a failure, for raw lines without a level or an exception class.
+SAYS_SOMETHING_FAILED = re.compile(
+    r"\b(?:error|errno|fail\w*|fatal|cannot|can't|could ?n[o']t|unable|invalid|unsupported|unknown|missing"
+    r"|not (?:supported|support|found|enough|allowed|valid|compatible|available)|does ?n[o']t|denied|refused"
+    r"|warn\w*|killed|abort\w*|exceed\w*|insufficient|too (?:old|large|small|many|long)|no (?:space|such|route"
+    r"|available|socket|kernel|valid)|out of memory|timed? ?out|died|dead|crash\w*|panic|illegal|mismatch"
+    r"|terminat\w*|segmentation|core dumped|unreachable)\b",
+    re.IGNORECASE,
+)
 # Lines that only point elsewhere, never worth quoting as the exception message.
 EXCEPTION_DETAIL_NOISE = re.compile(r"^\s*For further information visit ")
 # NCCL's error message spans lines (its error name, "Last error:", then the failing call); the
@@ -602,7 +611,9 @@ def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> F
         text = embedded["exception"]
     event_lines = [line]
     for following in lines[position + 1:position + 1 + LINE_CONTINUATION_MAX]:
-        if following.index in in_traceback or following.stream != line.stream:
+        # NCCL's failing call, after "Last error:", is read as the header of the traceback below.
+        ends_nccl_message = event_lines[-1].text.strip() == "Last error:"
+        if (following.index in in_traceback and not ends_nccl_message) or following.stream != line.stream:
             break
         if not continues_message(following) and not continues_nccl_message(following.text, event_lines):
             break
@@ -856,7 +867,12 @@ def secondary_classification(
     """When no real exception names a known cause: the warnings and errors around it, the
     non-wrapper ones first (a wrapper's list of possible causes is the last resort)."""
     texts = [text for event in events for text in event.exceptions]
-    texts += [line.text.strip() for line in kept if line.level in SECONDARY_LEVELS]
+    # The frames and source lines of a traceback that ends in its exception (logged at ERROR line
+    # by line) name files, not causes; of a traceback cut before its exception they are all there is.
+    frames = {line.index for event in events if event.kind == "traceback" and not event.cut_before_exception
+              for line in event.lines}
+    frames -= {line.index for event in events for line in event.exception_lines}
+    texts += [line.text.strip() for line in kept if line.level in SECONDARY_LEVELS and line.index not in frames]
     plain = [text for text in texts if not is_wrapper(text, rules)]
     excluded = set(exclude)
     return (specific_rule(plain, rules, excluded)
@@ -979,7 +995,9 @@ def cause_phrase_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent
         text = line.text.strip()
         if text and specific_rule([text], rules) is not None:
             events.append(FailureEvent(kind="line", lines=[line], exceptions=[text], exception_lines=[line]))
-    return events
+    # A line that says something failed comes before one that only mentions a cause's word
+    # (a configuration dump's "tokenizer=...").
+    return [event for event in events if SAYS_SOMETHING_FAILED.search(event.final_exception)] or events
 
 
 def silent_death_event(lines: list[LogLine], attempt: list[LogLine], rules: Rules) -> list[FailureEvent]:

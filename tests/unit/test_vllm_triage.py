@@ -579,3 +579,77 @@ def test_advice_and_exit_notices_are_never_the_cause(rules, notice: str):
 def test_an_ordinary_user_warning_is_still_benign(rules):
     report = triage_stream(io.BytesIO(b"/x/y.py:3: UserWarning: TypedStorage is deprecated\n"), rules)
     assert not report.found and "python_warning" in report.benign_dropped
+
+
+@pytest.mark.parametrize(("pasted", "cause_class", "cause"), [
+    # Ray's memory monitor raises an OutOfMemoryError for host RAM, not GPU memory.
+    ("ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n",
+     "host_oom", "running low on memory"),
+    ("    reason: OOMKilled\n    exitCode: 137\n", "host_oom", "OOMKilled"),
+    # A CUDA library of another major version than the installed runtime.
+    ("(EngineCore pid=222) ImportError: libcudart.so.13: cannot open shared object file: No such file or directory\n",
+     "driver_cuda_mismatch", "libcudart.so.13"),
+    ("ERROR 03-19 11:54:51 [engine.py:158] AssertionError('Only FlashAttention backend is supported for now.')\n",
+     "attention_backend", "Only FlashAttention backend"),
+    ("ValueError: Invalid repository ID or local directory specified: 'Qwen3-8B'.\n",
+     "config_or_tokenizer", "Invalid repository ID"),
+    # kubelet's status of a container SIGKILLed (a liveness probe), without a reason of its own.
+    ("      lastState:\n        terminated:\n          exitCode: 137\n          reason: Error\n",
+     "worker_killed", "exitCode: 137"),
+    # vLLM's multiprocessing executor logs a worker's exception on one line.
+    ("Exception in worker VllmWorkerProcess while processing method init_device: Cannot re-initialize CUDA in "
+     "forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method\n",
+     "other", "Cannot re-initialize CUDA in forked subprocess"),
+    ("KeyError: 'getpwuid(): uid not found: 1000'\n", "permissions_or_readonly", "getpwuid"),
+    # The hub's host quoted with escaped quotes inside a ConnectionError's repr.
+    ("requests.exceptions.ConnectionError: (MaxRetryError('HTTPSConnectionPool(host=\\'huggingface.co\\', port=443): "
+     "Max retries exceeded with url: /api/models/x/y'))\n", "model_download_hub", "huggingface.co"),
+])
+def test_held9_message_families(rules, pasted: str, cause_class: str, cause: str):
+    report = triage_stream(io.BytesIO(pasted.encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+    assert cause in report.root_cause
+
+
+def test_the_line_after_nccls_last_error_is_its_cause_even_above_a_traceback(rules):
+    """vLLM 0.7 logs NCCL's message and then the traceback: the failing call, just above
+    "Traceback", is read as the traceback's header, yet it ends NCCL's message."""
+    prefix = "ERROR 02-09 07:57:00 engine.py:389] "
+    log = "".join(prefix + line + "\n" for line in (
+        "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled system error",
+        "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error. ",
+        "Last error:",
+        "Error while creating shared memory segment /dev/shm/nccl-MslT2I (size 9637888)",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/vllm/engine/multiprocessing/engine.py", line 380, in run',
+        "    engine = MQLLMEngine.from_engine_args(engine_args=engine_args,",
+    ))
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "disk_or_shm_space", report.root_cause
+    assert "Error while creating shared memory segment" in report.root_cause
+
+
+def test_a_line_that_reports_a_failure_is_preferred_to_one_that_mentions_a_causes_word(rules):
+    """Raw lines without an exception: a configuration dump names "tokenizer=" (a config rule's
+    word) before NCCL's warning that says what failed."""
+    log = ("NFO 12-13 13:07:31 llm_engine.py:72] Initializing an LLM engine with config: model='m', "
+           "tokenizer='m', tensor_parallel_size=4\n"
+           "(RayWorker pid=14391) host:14391:14391 [0] bootstrap.cc:45 NCCL WARN Bootstrap : no socket interface found\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "nccl", report.root_cause
+    assert "no socket interface found" in report.root_cause
+
+
+def test_frames_of_a_traceback_that_ends_in_its_exception_are_not_its_cause(rules):
+    """An exception no rule knows, logged line by line at ERROR: its frames name torch/_inductor/
+    (a compile-cache word), which says where it was raised, not why."""
+    prefix = "ERROR 03-19 00:49:02 [registry.py:330] "
+    log = "".join(prefix + line + "\n" for line in (
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.10/dist-packages/torch/_inductor/runtime/cache_dir_utils.py", line 19, in f',
+        "    name = lookup()",
+        "KeyError: 'no such entry: 1000'",
+    ))
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other", report.root_cause
+    assert report.root_cause.startswith("KeyError: 'no such entry: 1000'")
