@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import (
-    listening_socket_inodes, open_targets, process_ids, read_comm, read_user, systemd_cgroup)
+    listening_socket_inodes, open_targets, process_ids, read_cgroup, read_comm, read_user)
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import existing_ancestor
 
 MIB = 2**20
@@ -107,21 +107,14 @@ def port_holders(port: int, proc: Path) -> list[PortHolder]:
         proc_dir = proc / str(pid)
         if wanted.intersection(open_targets(proc_dir) or []):
             holders.append(PortHolder(pid, read_comm(proc_dir), read_user(proc_dir),
-                                      unit_of_cgroup(read_text(proc_dir / "cgroup"))))
+                                      unit_of_cgroup(read_cgroup(proc_dir))))
     return holders
 
 
 def unit_of_cgroup(cgroup: str) -> str | None:
-    """The systemd unit a process runs in, from /proc/PID/cgroup's text."""
-    units = [part for part in systemd_cgroup(cgroup).split("/") if part.endswith((".service", ".scope"))]
+    """The systemd unit of a process in `cgroup` (its systemd cgroup path, see read_cgroup)."""
+    units = [part for part in cgroup.split("/") if part.endswith((".service", ".scope"))]
     return units[-1] if units else None
-
-
-def read_text(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError:
-        return ""
 
 
 def iommu_state(cmdline: str, groups: int) -> Iommu:

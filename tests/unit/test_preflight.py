@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils import preflight
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.gpu_leftovers import read_cgroup, systemd_cgroup
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.nvidia_smi import parse_p2p
 
 from tests.conftest import REPO_ROOT
@@ -75,7 +76,7 @@ def test_the_holder_of_a_listening_port_is_found_with_its_unit():
         listener.listen()
         port = listener.getsockname()[1]
         holders = preflight.port_holders(port, Path("/proc"))
-    own_unit = preflight.unit_of_cgroup(Path("/proc/self/cgroup").read_text())
+    own_unit = preflight.unit_of_cgroup(read_cgroup(Path("/proc/self")))
     assert [(holder.pid, holder.user, holder.unit) for holder in holders] == [(os.getpid(), getpass.getuser(), own_unit)]
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -95,7 +96,7 @@ def test_the_holder_of_a_listening_port_is_found_with_its_unit():
     ("0::/\n", None),
 ])
 def test_unit_of_a_process_from_its_cgroup(cgroup: str, unit: str | None):
-    assert preflight.unit_of_cgroup(cgroup) == unit
+    assert preflight.unit_of_cgroup(systemd_cgroup(cgroup)) == unit
 
 
 def test_a_port_held_by_the_service_itself_is_fine_and_another_process_is_named():
