@@ -81,11 +81,16 @@ def unit_formatter(unit: str) -> Any:
     return FuncFormatter(lambda value, _pos: f"{value:g}")
 
 
+def figure_height(rows: int) -> float:
+    """Inches for `rows` Grafana grid rows and the figure's title."""
+    return rows * ROW_INCHES + TITLE_INCHES
+
+
 def panel_box(grid: dict[str, int], rows: int) -> list[float]:
     """A panel's axes in figure fractions, from its Grafana gridPos, leaving room for its title,
     tick labels and the figure's title."""
     left, right, below, above = 0.85, 0.25, 0.45, 0.4  # inches
-    height = rows * ROW_INCHES + TITLE_INCHES
+    height = figure_height(rows)
     x0 = grid["x"] / GRID_COLUMNS * FIGURE_WIDTH + left
     y0 = height - TITLE_INCHES - (grid["y"] + grid["h"]) * ROW_INCHES + below
     return [x0 / FIGURE_WIDTH, y0 / height, (grid["w"] / GRID_COLUMNS * FIGURE_WIDTH - left - right) / FIGURE_WIDTH,
@@ -97,7 +102,7 @@ def draw(panels: list[Panel], out: Path, title: str, start: float, end: float) -
     import matplotlib.dates as mdates
 
     rows = max(panel.grid["y"] + panel.grid["h"] for panel in panels)
-    fig = plt.figure(figsize=(FIGURE_WIDTH, rows * ROW_INCHES + TITLE_INCHES), dpi=100)
+    fig = plt.figure(figsize=(FIGURE_WIDTH, figure_height(rows)), dpi=100)
     span = [datetime.fromtimestamp(stamp, timezone.utc) for stamp in (start, end)]
     for panel in panels:
         axis = fig.add_axes(panel_box(panel.grid, rows))
@@ -113,7 +118,7 @@ def draw(panels: list[Panel], out: Path, title: str, start: float, end: float) -
             axis.legend(loc="upper left", fontsize=8)
         else:
             axis.text(0.5, 0.5, "no data", transform=axis.transAxes, ha="center", va="center", color="grey")
-    fig.suptitle(title, x=0.01, y=1 - 0.15 / (rows * ROW_INCHES + TITLE_INCHES), ha="left", va="top", fontsize=13)
+    fig.suptitle(title, x=0.01, y=1 - 0.15 / figure_height(rows), ha="left", va="top", fontsize=13)
     drawn = {panel.title: {series.label: series.points for series in panel.series} for panel in panels}
     save(fig, out, drawn)
 
