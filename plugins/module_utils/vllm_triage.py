@@ -184,6 +184,9 @@ class CauseRule:
     regexes: list[re.Pattern[str]]
     root_cause: str
     remediation: str
+    # A class's broad words ("attention ... backend"), read only in the chosen failure's own
+    # exception and only when no other rule names a cause anywhere in the log.
+    loose: bool = False
 
 
 @dataclass
@@ -441,6 +444,10 @@ def rules_from_data(data: dict[str, Any]) -> Rules:
         raise ValueError(f"unknown cause classes in rules: {', '.join(unknown)}")
     if not any(rule.cause_class == FALLBACK_CLASS and not rule.regexes for rule in causes):
         raise ValueError(f"rules need an '{FALLBACK_CLASS}' cause without patterns as the fallback")
+    for rule in causes:
+        if not rule.remediation:  # a loose rule gives the remedy of its class's first rule
+            rule.remediation = next((other.remediation for other in causes
+                                     if other.cause_class == rule.cause_class and other.remediation), "")
     return Rules(
         benign=[named_pattern(entry) for entry in data.get("benign", [])],
         wrappers=[named_pattern(entry) for entry in data.get("wrappers", [])],
@@ -539,6 +546,7 @@ def cause_rule(entry: dict[str, Any]) -> CauseRule:
         regexes=[compile_pattern(pattern) for pattern in patterns],
         root_cause=entry.get("root_cause", "{exception}"),
         remediation=entry.get("remediation", ""),
+        loose=bool(entry.get("loose", False)),
     )
 
 
@@ -850,10 +858,10 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
 
 
 def specific_rule(texts: Iterable[str], rules: Rules, exclude: set[str] | None = None) -> Classification | None:
-    """First non-fallback cause rule (in file order) that matches one of the texts."""
+    """First non-fallback, non-loose cause rule (in file order) that matches one of the texts."""
     candidates = [text for text in texts if text.strip()]
     for rule in rules.causes:
-        if not rule.regexes or (exclude and rule.cause_class in exclude):
+        if not rule.regexes or rule.loose or (exclude and rule.cause_class in exclude):
             continue
         for text in candidates:
             if any(regex.search(one_line(text)) for regex in rule.regexes):
@@ -930,7 +938,8 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))
     chosen = choose_event(events, rules)
     classification = classify(chosen, rules) if chosen is not None else None
-    if classification is None or not classification.rule.regexes or classification.rule.cause_class in WEAK_CLASSES:
+    if (classification is None or not classification.rule.regexes or classification.rule.loose
+            or classification.rule.cause_class in WEAK_CLASSES):
         secondary = secondary_classification(events, kept, rules, exclude=WEAK_CLASSES if classification else ())
         if secondary is not None:
             classification = secondary

@@ -653,3 +653,24 @@ def test_frames_of_a_traceback_that_ends_in_its_exception_are_not_its_cause(rule
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "other", report.root_cause
     assert report.root_cause.startswith("KeyError: 'no such entry: 1000'")
+
+
+def test_a_loose_rule_names_the_class_of_an_exception_no_other_rule_knows(rules):
+    report = triage_stream(io.BytesIO(b"RuntimeError: the requested attention backend is missing from this build\n"), rules)
+    assert report.cause_class == "attention_backend", report.root_cause
+    first = next(rule for rule in rules.causes if rule.cause_class == "attention_backend")
+    assert report.remediation == first.remediation and not first.loose
+
+
+def test_a_rule_that_names_a_warning_beats_a_loose_word_in_the_exception(rules):
+    log = ("WARNING 12-04 10:00:01 [shm_broadcast.py:1] /dev/shm is over 99% full\n"
+           "RuntimeError: model config could not be read\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "disk_or_shm_space", report.root_cause
+
+
+def test_loose_words_in_a_warning_are_never_the_cause(rules):
+    log = ("WARNING 12-04 10:00:01 [cuda.py:282] Using the xformers attention backend.\n"
+           "RuntimeError: something odd happened\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and report.root_cause.startswith("RuntimeError: something odd"), report
