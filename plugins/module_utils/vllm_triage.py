@@ -853,8 +853,22 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
         for text in candidates:
             if any(regex.search(one_line(text)) for regex in rule.regexes):
                 return Classification(rule=rule, exception=text)
+        # Where an exception no rule knows was raised (".../attention/backends/flashinfer.py")
+        # is a loose hint at its class; the exception stays the root cause.
+        frame = raising_frame(event)
+        if rule.loose and frame and any(regex.search(frame) for regex in rule.regexes):
+            return Classification(rule=rule, exception=candidates[0])
     fallback = fallback_rule(rules)
     return Classification(rule=fallback, exception=candidates[0])
+
+
+def raising_frame(event: FailureEvent) -> str | None:
+    """The innermost frame of the event's last exception: 'File ".../x.py", line N, in f'."""
+    if event.kind != "traceback" or not event.exception_lines:
+        return None
+    last = event.exception_lines[-1].index
+    frames = [line for line in event.lines if line.index < last and line.text.lstrip().startswith("File ")]
+    return frames[-1].text.strip() if frames else None
 
 
 def specific_rule(texts: Iterable[str], rules: Rules, exclude: set[str] | None = None) -> Classification | None:

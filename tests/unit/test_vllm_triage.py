@@ -674,3 +674,37 @@ def test_loose_words_in_a_warning_are_never_the_cause(rules):
            "RuntimeError: something odd happened\n")
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "other" and report.root_cause.startswith("RuntimeError: something odd"), report
+
+
+@pytest.mark.parametrize(("pasted", "cause_class", "cause"), [
+    ("RuntimeError: [enforce fail at /pytorch/third_party/gloo/gloo/transport/tcp/device.cc:212] ifa != nullptr. "
+     "Unable to find interface for: [0.0.0.189]\n", "bind_address", "Unable to find interface"),
+    # A CUDA driver API symbol the installed driver lacks.
+    ("ImportError: /opt/venv/lib/python3.12/site-packages/vllm/_C.abi3.so: undefined symbol: cuTensorMapEncodeTiled\n",
+     "driver_cuda_mismatch", "cuTensorMapEncodeTiled"),
+    ("NotImplementedError: FlashInfer backend currently does not support attention sinks, please use trtllm\n",
+     "attention_backend", "FlashInfer backend currently does not support"),
+    # A missing Python package is a broken install, whatever the package is about.
+    ("ModuleNotFoundError: No module named 'modelscope'\n", "other", "No module named 'modelscope'"),
+    # Ray's memory monitor's table of top memory users, pasted without the message above it.
+    ("PID\tMEM(GB)\tCOMMAND\n40126\t11.20\tray::WorkerDict.actor_rollout_generate_sequences\n", "host_oom", "MEM(GB)"),
+    ("useradd: cannot lock /etc/passwd; try again later\n", "permissions_or_readonly", "cannot lock /etc/passwd"),
+])
+def test_held10_message_families(rules, pasted: str, cause_class: str, cause: str):
+    report = triage_stream(io.BytesIO(pasted.encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+    assert cause in report.root_cause
+
+
+def test_where_an_unknown_exception_was_raised_is_a_loose_hint_at_its_class(rules):
+    log = ("Traceback (most recent call last):\n"
+           '  File "/opt/vllm/vllm/worker/model_runner.py", line 1670, in execute_model\n'
+           "    self.attn_state.begin_forward(model_input)\n"
+           '  File "/opt/vllm/vllm/attention/backends/flashinfer.py", line 121, in _get_prefill_wrapper\n'
+           "    self._prefill_wrapper = BatchPrefillWithPagedKVCacheWrapper(\n"
+           "TypeError: 'NoneType' object is not callable\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "attention_backend", report.root_cause
+    assert report.root_cause == "TypeError: 'NoneType' object is not callable"
+    raised_elsewhere = log.replace("attention/backends/flashinfer.py", "worker/prefill.py")
+    assert triage_stream(io.BytesIO(raised_elsewhere.encode()), rules).cause_class == "other"
