@@ -708,3 +708,44 @@ def test_where_an_unknown_exception_was_raised_is_a_loose_hint_at_its_class(rule
     assert report.root_cause == "TypeError: 'NoneType' object is not callable"
     raised_elsewhere = log.replace("attention/backends/flashinfer.py", "worker/prefill.py")
     assert triage_stream(io.BytesIO(raised_elsewhere.encode()), rules).cause_class == "other"
+
+
+@pytest.mark.parametrize(("pasted", "cause_class", "cause"), [
+    # vLLM's KV-cache shortfall, its message wrapped over lines that start with figures.
+    ("ValueError: To serve at least one request with the model's max seq len (2048),\n"
+     "0.66 GiB KV cache is needed, which is larger than the available KV cache\nmemory (0.64 GiB).\n",
+     "gpu_memory_held_or_oom", "max seq len (2048)"),
+    ("safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer\n",
+     "model_download_hub", "MetadataIncompleteBuffer"),
+    ("ChildProcessError: worker died (-9)\n", "worker_killed", "worker died (-9)"),
+    ("RuntimeError: Aborted due to the lack of CPU swap space. Please increase the swap space to avoid this error.\n",
+     "config_or_tokenizer", "lack of CPU swap space"),
+    # Kubernetes's service links: a Service named vllm sets VLLM_PORT=tcp://IP:PORT.
+    ("ValueError: invalid literal for int() with base 10: 'tcp://10.43.1.39:8000'\n", "config_or_tokenizer", "tcp://"),
+    ("python: /project/lib/Analysis/Allocation.cpp:40: void f(): Assertion `!(a && b) && \"Unexpected\"' failed.\n",
+     "other", "Assertion"),
+    ('"vllm": executable file not found in $PATH: unknown\n', "other", "executable file not found"),
+])
+def test_held11_message_families(rules, pasted: str, cause_class: str, cause: str):
+    report = triage_stream(io.BytesIO(pasted.encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+    assert cause in report.root_cause
+
+
+def test_a_failed_compiler_run_is_a_wrapper_of_the_linkers_own_error(rules):
+    """torch inductor's CalledProcessError for gcc says only that gcc failed; ld's line says why."""
+    log = ("(Worker pid=939) ERROR 03-18 06:29:32 [multiproc_executor.py:800] torch._inductor.exc.InductorError: "
+           "CalledProcessError: Command '['/usr/bin/gcc', '/tmp/t/cuda_utils.c', '-O3', '-shared', '-lcuda']' "
+           "returned non-zero exit status 1.\n"
+           "/usr/bin/ld: cannot find -l:libcuda.so.1\n"
+           "collect2: error: ld returned 1 exit status\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "driver_cuda_mismatch", report.root_cause
+    assert report.root_cause.startswith("/usr/bin/ld: cannot find -l:libcuda.so.1")
+
+
+def test_a_remedy_for_a_url_in_a_numeric_setting_names_kubernetes_service_links(rules):
+    report = triage_stream(io.BytesIO(b"ValueError: invalid literal for int() with base 10: 'tcp://10.0.0.1:8000'\n"), rules)
+    assert "enableServiceLinks" in report.remediation
+    plain = triage_stream(io.BytesIO(b"ValueError: invalid literal for int() with base 10: 'auto'\n"), rules)
+    assert plain.cause_class == "config_or_tokenizer" and "enableServiceLinks" not in plain.remediation
