@@ -69,7 +69,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if not Path(args.inventory).exists():
         parser.error(f"inventory {args.inventory} does not exist")
+    if args.json and not replaceable_result(args.json):
+        parser.error(f"--json {args.json}: refusing to overwrite a file that is not a vllm-fleet result")
     return args
+
+
+def replaceable_result(path: Path) -> bool:
+    """--json may write a new file or replace an earlier result, never another file (a log)."""
+    if not path.exists():
+        return True
+    try:
+        return isinstance(json.loads(path.read_text()), dict)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
 
 
 def extra_vars(pairs: list[str], serial: str | None, apply: bool = False) -> dict[str, Any]:

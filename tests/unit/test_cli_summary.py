@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from vllm_fleet.cli import extra_vars
+from vllm_fleet.cli import extra_vars, parse_args
 from vllm_fleet.summary import (EXIT_FAILED, EXIT_OK, EXIT_ROLLED_BACK, EXIT_UNREACHABLE, RunSummary, group_hosts)
 
 
@@ -93,3 +93,15 @@ def test_only_the_vllm_hosts_are_reported_when_known():
     unknown = RunSummary.for_hosts([])
     unknown.feed(event("ok", "lb", "Gathering Facts", "setup"))
     assert list(unknown.hosts) == ["lb"]
+
+
+def test_json_output_never_overwrites_another_file(tmp_path):
+    log = tmp_path / "vllm.log"
+    log.write_text("ERROR 12-04 10:00:00 [core.py:1] RuntimeError: boom\n")
+    with pytest.raises(SystemExit):
+        parse_args(["--json", str(log), "triage"])
+    assert log.read_text().startswith("ERROR 12-04")
+    earlier = tmp_path / "result.json"
+    earlier.write_text('{"command": "status"}\n')
+    assert parse_args(["--json", str(earlier), "status"]).json == earlier
+    assert parse_args(["--json", str(tmp_path / "new.json"), "status"]).json == tmp_path / "new.json"
