@@ -849,13 +849,13 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
     candidates = list(reversed(real_exceptions(event, rules)))  # newest first
     if event.header is not None:
         candidates.append(event.header.text.strip())
+    # Where an exception no rule knows was raised (".../attention/backends/flashinfer.py") is a
+    # loose hint at its class; the exception stays the root cause.
+    frame = raising_frame(event)
     for rule in rules.causes:
         for text in candidates:
             if any(regex.search(one_line(text)) for regex in rule.regexes):
                 return Classification(rule=rule, exception=text)
-        # Where an exception no rule knows was raised (".../attention/backends/flashinfer.py")
-        # is a loose hint at its class; the exception stays the root cause.
-        frame = raising_frame(event)
         if rule.loose and frame and any(regex.search(frame) for regex in rule.regexes):
             return Classification(rule=rule, exception=candidates[0])
     fallback = fallback_rule(rules)
