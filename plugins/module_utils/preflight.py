@@ -117,6 +117,13 @@ def unit_of_cgroup(cgroup: str) -> str | None:
     return units[-1] if units else None
 
 
+def read_text(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
 def iommu_state(cmdline: str, groups: int) -> Iommu:
     flags = [flag for flag in cmdline.split() if re.match(r"(intel_iommu|amd_iommu|iommu)(\.\w+)?=", flag)]
     values = {flag.split("=", 1)[0]: flag.split("=", 1)[1] for flag in flags}

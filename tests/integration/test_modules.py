@@ -130,3 +130,20 @@ def test_vllm_release_prune_removes_the_clones_only_pruned_releases_ran(tmp_path
     assert not clones["old"].exists() and clones["new"].is_dir() and pinned.is_dir()
     rc, out = adhoc("vllm_release", args)
     assert rc == 0 and out["changed"] is False and out["removed_envs"] == []
+
+
+def test_host_preflight_reads_this_host_through_ansible():
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        rc, out = adhoc("host_preflight", {"checks": ["shm", "port", "limits", "platform"], "port": port,
+                                           "min_shm_mib": 1, "service_unit": "no-such.service"})
+    assert rc == 0, out
+    assert out["changed"] is False
+    facts = out["facts"]
+    assert facts["nr_open"] > 0 and facts["shm"]["total_mib"] > 0 and "mode" in facts["iommu"]
+    assert [holder["pid"] for holder in facts["port_holders"]] == [os.getpid()], facts
+    assert any(f"port {port}" in problem for problem in out["no_go"]), out["no_go"]
