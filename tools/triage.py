@@ -43,11 +43,13 @@ def human_report(report: TriageReport) -> str:
         return (
             "No failure found in the log "
             f"({report.benign_suppressed} benign lines ignored{benign_detail(report)}).\n"
+            + likely_class_lines(report)
         )
     lines = [
         f"Root cause:  {report.root_cause}",
         f"Class:       {report.cause_class}",
         f"Remediation: {report.remediation}",
+        *likely_class_lines(report).splitlines(),
         "Evidence:",
         *(f"  {line}" for line in report.evidence),
         f"Benign lines dropped: {report.benign_suppressed}{benign_detail(report)}",
@@ -55,6 +57,14 @@ def human_report(report: TriageReport) -> str:
         f"Generic wrappers seen through: {report.wrappers_seen}",
     ]
     return "\n".join(lines) + "\n"
+
+
+def likely_class_lines(report: TriageReport) -> str:
+    if not report.likely_class:
+        return ""
+    return (f"Likely class: {report.likely_class} (no rule named the cause; the log's words resemble "
+            f"this class's logs in the public corpus)\n"
+            f"If so:       {report.likely_remediation}\n")
 
 
 def benign_detail(report: TriageReport) -> str:

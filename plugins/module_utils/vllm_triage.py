@@ -23,6 +23,8 @@ from itertools import chain, islice, repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
+from .triage_words import WordModel, model_from_data, words_of
+
 CAUSE_CLASSES = (
     "gpu_memory_held_or_oom",
     "nccl",
@@ -201,6 +203,8 @@ class Rules:
     startup_complete: list[Pattern] = field(default_factory=list)
     # fatal-line rules that name a failure inside a warning: such a line is not dropped as benign
     warnings_that_fail: list[Pattern] = field(default_factory=list)
+    # the corpus's words per class (triage_words), asked when no rule names a cause
+    word_model: Optional[WordModel] = None
 
 
 @dataclass
@@ -249,6 +253,10 @@ class TriageReport:
     traceback: list[str] = field(default_factory=list)
     wrappers_seen: int = 0
     benign_dropped: dict[str, int] = field(default_factory=dict)  # benign rule id -> lines
+    # When no rule named the cause: the class the log's words resemble (triage_words), a hint
+    # for the operator; nothing acts on it.
+    likely_class: Optional[str] = None
+    likely_remediation: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -262,7 +270,14 @@ class TriageReport:
             "traceback": list(self.traceback),
             "wrappers_seen": self.wrappers_seen,
             "benign_dropped": dict(self.benign_dropped),
+            "likely_class": self.likely_class,
+            "likely_remediation": self.likely_remediation,
         }
+
+    @property
+    def named_class(self) -> Optional[str]:
+        """The class the operator is pointed to: the likely one where no rule named a cause."""
+        return self.likely_class or self.cause_class
 
 
 # ----------------------------------------------------------------------------- parsing
@@ -459,7 +474,18 @@ def rules_from_data(data: dict[str, Any]) -> Rules:
         startup_complete=[named_pattern(entry) for entry in data.get("startup_complete", [])],
         warnings_that_fail=[named_pattern(entry) for entry in data.get("fatal_lines", [])
                             if entry.get("keeps_benign")],
+        word_model=word_model_from_rules(data.get("word_model")),
     )
+
+
+def word_model_from_rules(data: Optional[dict[str, Any]]) -> Optional[WordModel]:
+    if not data:
+        return None
+    model = model_from_data(data)
+    unknown = sorted(set(model.logs_per_class) - set(CAUSE_CLASSES))
+    if unknown:
+        raise ValueError(f"unknown cause classes in word_model: {', '.join(unknown)}")
+    return model
 
 
 def named_pattern(entry: dict[str, Any]) -> Pattern:
@@ -935,6 +961,7 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
 
     `benign_before` counts benign lines already dropped by the streaming reader."""
     kept, benign_ids = drop_benign(lines, rules)
+    not_benign = kept
     if benign_before:
         benign_ids.update(benign_before)
     benign_suppressed = sum(benign_ids.values())
@@ -961,9 +988,9 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
     if chosen is None or classification is None:
         report = report_without_real_cause(events, benign_suppressed, wrappers_seen)
         report.benign_dropped = dict(benign_ids)
-        return report
+        return with_likely_class(report, not_benign, rules)
     duplicates = duplicates_of(chosen, events, rules) if real_exceptions(chosen, rules) else []
-    return TriageReport(
+    report = TriageReport(
         found=True,
         root_cause=render_root_cause(classification, workers=1 + len(duplicates)),
         cause_class=classification.rule.cause_class,
@@ -975,6 +1002,28 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
         wrappers_seen=wrappers_seen,
         benign_dropped=dict(benign_ids),
     )
+    return with_likely_class(report, not_benign, rules) if not classification.rule.regexes else report
+
+
+def with_likely_class(report: TriageReport, lines: list[LogLine], rules: Rules) -> TriageReport:
+    """No rule named the cause (nothing found, or only the catch-all class): add the class whose
+    corpus logs share most of this log's words, unless the log shows nothing failed."""
+    if rules.word_model is None or (not report.found and shows_no_failure(lines, rules)):
+        return report
+    likely = rules.word_model.likeliest(words_of(line.text for line in lines))
+    if likely != report.cause_class:
+        report.likely_class = likely
+        report.likely_remediation = class_remediation(likely, rules)
+    return report
+
+
+def shows_no_failure(lines: list[LogLine], rules: Rules) -> bool:
+    """A start that completed, or a stop that was asked for."""
+    return any(first_matching([*rules.startup_complete, *rules.stop_requested], line.text) for line in lines)
+
+
+def class_remediation(cause_class: str, rules: Rules) -> str:
+    return next((rule.remediation for rule in rules.causes if rule.cause_class == cause_class and rule.remediation), "")
 
 
 def event_quoting(text: str, events: list[FailureEvent], kept: list[LogLine]) -> FailureEvent | None:
@@ -1164,14 +1213,26 @@ def triage_path(path: str, rules: Rules) -> TriageReport:
 
 def triage_stream(stream: Any, rules: Rules) -> TriageReport:
     """Triage a binary stream of log lines with memory bounded by WINDOW_LINES."""
+    lines, benign_before = streamed_lines(stream, rules)
+    return triage(lines, rules, benign_before)
+
+
+def streamed_lines(stream: Any, rules: Rules) -> tuple[list[LogLine], Counter[str]]:
+    """The lines the triage reads (windowed_entries), parsed; the benign ones counted."""
     raw_lines = decoded_lines(stream)
     sample = list(islice(raw_lines, FORMAT_SAMPLE_LINES))
     if not any(line.strip() for line in sample):
         raise UnusableInput("the log is empty")
     entries = entries_for_format(detect_format(sample), chain(sample, raw_lines))
     window, benign_before = windowed_entries(entries, rules)
-    lines = [parse_vllm_line(index, *entry) for index, entry in window]
-    return triage(lines, rules, benign_before)
+    return [parse_vllm_line(index, *entry) for index, entry in window], benign_before
+
+
+def words_read(path: str | Path, rules: Rules) -> set[str]:
+    """The words of a log file as the word model reads them in triage (for training it)."""
+    with Path(path).open("rb") as stream:
+        lines, _ = streamed_lines(stream, rules)
+    return words_of(line.text for line in drop_benign(lines, rules)[0])
 
 
 def decoded_lines(stream: Any) -> Iterator[str]:

@@ -87,6 +87,9 @@ def failure_message(unit: str, reason: str, seconds: float, report: dict) -> str
         message += f" Root cause [{report['class']}]: {report['root_cause']}. Remediation: {report['remediation']}"
     else:
         message += " The journal shows no failure: read it with journalctl -u " + unit
+    if report.get("likely_class"):
+        message += (f" No rule named the cause; the log's words resemble [{report['likely_class']}]:"
+                    f" {report['likely_remediation']}")
     return message
 
 

@@ -78,6 +78,17 @@ benign_dropped:
   description: Benign lines dropped, per benign rule id.
   returned: always
   type: dict
+likely_class:
+  description: >-
+    Where no rule named the cause (no failure line, or only the catch-all class C(other)): the class
+    whose logs in the public corpus share most of this log's words (the rules' word model). A hint
+    for the operator; C(class) stays the rules' answer. Null otherwise.
+  returned: always
+  type: str
+likely_remediation:
+  description: The remediation of RV(likely_class), empty when there is none.
+  returned: always
+  type: str
 """
 
 import io
