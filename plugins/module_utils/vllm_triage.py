@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import re
 import sys
 from collections import Counter, deque
@@ -52,6 +53,10 @@ SECONDARY_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 # A process that died is usually the consequence of an error printed elsewhere in the log.
 WEAK_CLASSES = ("worker_killed",)
 SUPPORTING_EVIDENCE_LINES = 3
+# Where the rules fell back to "other", the word model's class must be this much likelier (log
+# odds; e**6 ~ 400 times): "other" gathers unrelated failures, so a log of it resembles every
+# class a little.
+CATCH_ALL_MARGIN = 6.0
 
 # (APIServer pid=123) / (EngineCore_DP0 pid=123) / (VllmWorker rank=0 pid=7) /
 # (RayWorkerWrapper pid=67451, ip=10.1.0.7) / (ServeReplica:default:app pid=526); Ray nests them.
@@ -189,6 +194,9 @@ class CauseRule:
     # A class's broad words ("attention ... backend"), read only in the chosen failure's own
     # exception and only when no other rule names a cause anywhere in the log.
     loose: bool = False
+    # Its remedy fits its own messages only (getpwuid, a truncated shard, ...): not the class's
+    # general remedy, which a loose rule and a likely class give.
+    narrow: bool = False
 
 
 @dataclass
@@ -460,9 +468,8 @@ def rules_from_data(data: dict[str, Any]) -> Rules:
     if not any(rule.cause_class == FALLBACK_CLASS and not rule.regexes for rule in causes):
         raise ValueError(f"rules need an '{FALLBACK_CLASS}' cause without patterns as the fallback")
     for rule in causes:
-        if not rule.remediation:  # a loose rule gives the remedy of its class's first rule
-            rule.remediation = next((other.remediation for other in causes
-                                     if other.cause_class == rule.cause_class and other.remediation), "")
+        if not rule.remediation:  # a loose rule gives its class's general remedy
+            rule.remediation = general_remediation(rule.cause_class, causes)
     return Rules(
         benign=[named_pattern(entry) for entry in data.get("benign", [])],
         wrappers=[named_pattern(entry) for entry in data.get("wrappers", [])],
@@ -573,6 +580,7 @@ def cause_rule(entry: dict[str, Any]) -> CauseRule:
         root_cause=entry.get("root_cause", "{exception}"),
         remediation=entry.get("remediation", ""),
         loose=bool(entry.get("loose", False)),
+        narrow=bool(entry.get("narrow", False)),
     )
 
 
@@ -1010,10 +1018,13 @@ def with_likely_class(report: TriageReport, lines: list[LogLine], rules: Rules) 
     corpus logs share most of this log's words, unless the log shows nothing failed."""
     if rules.word_model is None or (not report.found and shows_no_failure(lines, rules)):
         return report
-    likely = rules.word_model.likeliest(words_of(line.text for line in lines))
+    scores = rules.word_model.log_scores(words_of(line.text for line in lines))
+    likely = max(sorted(scores), key=scores.__getitem__)
+    if report.cause_class == FALLBACK_CLASS and scores[likely] - scores.get(FALLBACK_CLASS, -math.inf) < CATCH_ALL_MARGIN:
+        return report
     if likely != report.cause_class:
         report.likely_class = likely
-        report.likely_remediation = class_remediation(likely, rules)
+        report.likely_remediation = general_remediation(likely, rules.causes)
     return report
 
 
@@ -1022,8 +1033,10 @@ def shows_no_failure(lines: list[LogLine], rules: Rules) -> bool:
     return any(first_matching([*rules.startup_complete, *rules.stop_requested], line.text) for line in lines)
 
 
-def class_remediation(cause_class: str, rules: Rules) -> str:
-    return next((rule.remediation for rule in rules.causes if rule.cause_class == cause_class and rule.remediation), "")
+def general_remediation(cause_class: str, causes: list[CauseRule]) -> str:
+    """The remedy of the class's first rule that is not narrow."""
+    return next((rule.remediation for rule in causes
+                 if rule.cause_class == cause_class and not rule.narrow and rule.remediation), "")
 
 
 def event_quoting(text: str, events: list[FailureEvent], kept: list[LogLine]) -> FailureEvent | None:

@@ -20,11 +20,13 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage impor
     parse_log,
     rules_from_data,
     triage,
+    triage_path,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 CLI = REPO_ROOT / "tools" / "triage.py"
+CORPUS_LOGS = REPO_ROOT / "tests" / "fixtures" / "triage" / "corpus" / "logs"
 
 # An exception no cause rule names, in a log whose other lines speak of Ray's memory monitor.
 UNNAMED_HOST_MEMORY_FAILURE = """\
@@ -84,6 +86,13 @@ def test_an_exception_no_rule_names_gets_a_likely_class_beside_the_rules_answer(
                                              if cause["class"] == "host_oom" and cause.get("remediation"))
     without_model = rules_from_data({key: value for key, value in rules_data.items() if key != "word_model"})
     assert triage(parse_log(UNNAMED_HOST_MEMORY_FAILURE), without_model).likely_class is None
+
+
+def test_the_catch_all_class_keeps_its_answer_unless_the_words_are_far_likelier(rules):
+    """A Ray Serve actor that died of an error raised elsewhere (corpus: ray#54739) is "other"; its
+    Ray words resemble host_oom's Ray memory-monitor logs, but not by the margin."""
+    report = triage_path(str(CORPUS_LOGS / "ray-54739-serve-llm-actor-died-v0-v1.log"), rules)
+    assert report.cause_class == "other" and report.likely_class is None
 
 
 def test_a_cause_a_rule_names_gets_no_likely_class_whatever_the_words_say(rules):

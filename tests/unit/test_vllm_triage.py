@@ -16,6 +16,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage impor
     CAUSE_CLASSES,
     WINDOW_LINES,
     UnusableInput,
+    general_remediation,
     load_rules,
     parse_log,
     rules_from_data,
@@ -714,6 +715,14 @@ HELD11_FAMILIES = [
     ('"vllm": executable file not found in $PATH: unknown\n', "other", "executable file not found"),
 ]
 
+HELD12_FAMILIES = [
+    ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
+     "  Value error, The checkpoint you are trying to load has model type `glm4v_moe` but Transformers does not "
+     "recognize this architecture. This could be because of an issue with the checkpoint, or because your "
+     "version of Transformers is out of date.\n",
+     "unsupported_model_or_gguf", "glm4v_moe"),
+]
+
 
 def test_a_failed_compiler_run_is_a_wrapper_of_the_linkers_own_error(rules):
     """torch inductor's CalledProcessError for gcc says only that gcc failed; ld's line says why."""
@@ -736,8 +745,32 @@ def test_a_remedy_for_a_url_in_a_numeric_setting_names_kubernetes_service_links(
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
-                         HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES)
+                         HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
+                         + HELD12_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
     assert cause in report.root_cause
+
+
+def test_cuda_in_a_forked_worker_is_named_with_its_own_remedy(rules):
+    """Catch-all before: the word model then guessed a class for it (held12's FastChat case)."""
+    log = ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
+           "you must use the 'spawn' start method\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and report.likely_class is None
+    assert "VLLM_WORKER_MULTIPROC_METHOD=spawn" in report.remediation
+
+
+def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
+    """config_or_tokenizer's first rule is Kubernetes's VLLM_PORT=tcp://...; a loose hit is not that."""
+    general = next(rule for rule in rules.causes if rule.cause_class == "config_or_tokenizer" and not rule.narrow)
+    loose = next(rule for rule in rules.causes if rule.cause_class == "config_or_tokenizer" and rule.loose)
+    assert rules.causes.index(general) > next(i for i, rule in enumerate(rules.causes)
+                                              if rule.cause_class == "config_or_tokenizer")
+    assert loose.remediation == general.remediation
+
+
+def test_every_class_has_a_general_remedy(rules):
+    assert all(general_remediation(name, rules.causes) for name in CAUSE_CLASSES)
+    assert "No known pattern matched" in general_remediation("other", rules.causes)
