@@ -60,7 +60,7 @@ class WordModel:
 def train(logs: Iterable[tuple[set[str], str]]) -> WordModel:
     """A model from (words of a log, its class) pairs."""
     logs = list(logs)
-    spread = Counter(word for words, _ in logs for word in words)
+    spread = Counter(word for words, _class in logs for word in words)
     logs_per_class: Counter[str] = Counter()
     logs_with_word: dict[str, Counter[str]] = {}
     for words, cause_class in logs:

@@ -1244,7 +1244,7 @@ def streamed_lines(stream: Any, rules: Rules) -> tuple[list[LogLine], Counter[st
 def words_read(path: str | Path, rules: Rules) -> set[str]:
     """The words of a log file as the word model reads them in triage (for training it)."""
     with Path(path).open("rb") as stream:
-        lines, _ = streamed_lines(stream, rules)
+        lines = streamed_lines(stream, rules)[0]
     return words_of(line.text for line in drop_benign(lines, rules)[0])
 
 
