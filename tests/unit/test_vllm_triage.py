@@ -755,10 +755,23 @@ HELD13_FAMILIES = [
 ]
 
 
+HELD14_FAMILIES = [
+    # Triton's cache written by TP workers at once: a temporary file vanished (not a missing model file).
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/root/.triton/cache/76c543c0d874/"
+     "_sgmv_expand_kernel.json.tmp.pid_450752_42384ec9'\n", "compile_cache", ".triton/cache"),
+    # pasted cut off mid-word
+    ("RuntimeError: Gloo connectFullMesh fai\n", "bind_address", "connectFullMesh"),
+    ("ValueError: The checkpoint you are trying to load has model t\n", "unsupported_model_or_gguf", "checkpoint"),
+    ("ValueError: While loading /out/checkpoint-100, expected target modules in ['down_proj', 'o_proj'] but "
+     "received ['mlp1.1', 'mlp1.3']. Please verify that the loaded LoRA module is correct\n",
+     "unsupported_model_or_gguf", "expected target modules"),
+]
+
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
-                         + HELD12_FAMILIES + HELD13_FAMILIES)
+                         + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
