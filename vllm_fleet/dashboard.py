@@ -1,13 +1,15 @@
 """vllm-fleet dashboard: the Grafana dashboard's panels drawn from Prometheus as one PNG, no Grafana needed.
 
-  vllm-fleet dashboard [--prometheus URL] [--hosts REGEX] [--minutes 60] [--end ISO_TIME] [--out FILE.png]
+  vllm-fleet dashboard [--prometheus URL] [--via SSH_DESTINATION [--ssh-option OPT ...]]
+                       [--hosts REGEX] [--minutes 60] [--end ISO_TIME] [--out FILE.png]
 
 Reads the dashboard the monitoring role ships (files/monitoring/grafana-dashboard.json), runs each
 panel's queries over the minutes up to --end (now by default; an incident's time for a post-mortem)
 through Prometheus's /api/v1/query_range, `$host` set to --hosts, and draws the panels where the
 dashboard places them, with their legends and units: what Grafana shows, for an incident note or a
 host without Grafana. Prometheus listens on the monitoring host's
-loopback by default; reach it with `ssh -N -L 9090:127.0.0.1:9090 MONITORING_HOST`. The series
+loopback: `--via MONITORING_HOST` reaches --prometheus as that host sees it, through an SSH tunnel
+this command opens and closes (ssh's own configuration applies; --ssh-option adds -o options). The series
 drawn are written into the PNG as the text chunk "vllm-fleet-series" (JSON). Exit 0 with a
 picture, 1 when no panel has data, 2 when Prometheus cannot be asked or matplotlib is missing.
 """
@@ -18,13 +20,17 @@ import argparse
 import json
 import re
 import time
+import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
+from urllib.parse import urlsplit, urlunsplit
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.prometheus import PrometheusError, query_range
 from vllm_fleet.png import pyplot, save
+from vllm_fleet.tunnel import TunnelError, forwarded_port
 
 GRID_COLUMNS = 24  # Grafana's grid: 24 columns, rows of 30 px
 FIGURE_WIDTH, ROW_INCHES, TITLE_INCHES = 16.0, 0.3, 0.6
@@ -123,6 +129,28 @@ def draw(panels: list[Panel], out: Path, title: str, start: float, end: float) -
     save(fig, out, drawn)
 
 
+@contextmanager
+def prometheus_url(url: str, via: str | None, ssh_options: list[str]) -> Iterator[str]:
+    """The URL to ask: `url` itself, or with --via the local end of a tunnel to it."""
+    if via is None:
+        yield url
+        return
+    parts = urlsplit(url)
+    remote = (parts.hostname or "127.0.0.1", parts.port or 9090)
+    with forwarded_port(via, remote, prometheus_answers(parts.path), ssh_options) as port:
+        yield urlunsplit((parts.scheme, f"127.0.0.1:{port}", parts.path, parts.query, parts.fragment))
+
+
+def prometheus_answers(path: str) -> Callable[[int], bool]:
+    def ready(port: int) -> bool:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path.rstrip('/')}/-/ready", timeout=2):
+                return True
+        except OSError:
+            return False
+    return ready
+
+
 def end_timestamp(end: datetime) -> float:
     """A naive time is UTC, as Prometheus and the picture's axes are."""
     return (end if end.tzinfo else end.replace(tzinfo=timezone.utc)).timestamp()
@@ -136,13 +164,18 @@ def main(argv: list[str], dashboard: Path) -> int:
     parser.add_argument("--end", type=datetime.fromisoformat, default=None,
                         help="end of the range, ISO 8601 (2026-12-04T12:48:00+00:00; default: now)")
     parser.add_argument("--out", type=Path, default=Path("vllm-fleet-dashboard.png"), help="the PNG to write")
+    parser.add_argument("--via", metavar="SSH_DESTINATION",
+                        help="reach --prometheus as this host sees it, through an SSH tunnel (the monitoring host)")
+    parser.add_argument("--ssh-option", action="append", default=[], metavar="OPT",
+                        help="with --via: an ssh -o option, e.g. IdentityFile=~/.ssh/fleet (repeatable)")
     args = parser.parse_args(argv)
     definition = json.loads(dashboard.read_text())
     panels = load_panels(definition)
     end = time.time() if args.end is None else end_timestamp(args.end)
     try:
-        fetch(panels, args.prometheus, args.hosts, end - args.minutes * 60, end)
-    except PrometheusError as error:
+        with prometheus_url(args.prometheus, args.via, args.ssh_option) as url:
+            fetch(panels, url, args.hosts, end - args.minutes * 60, end)
+    except (PrometheusError, TunnelError) as error:
         print(f"dashboard: cannot ask Prometheus: {error}")
         return 2
     if not any(panel.series for panel in panels):

@@ -5,13 +5,9 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 import subprocess
-import time
 import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 from PIL import Image
@@ -62,44 +58,20 @@ def test_every_dashboard_panel_returns_series(deployed: PlayRun):
     assert empty == [], empty
 
 
-@contextmanager
-def ssh_tunnel_to_prometheus() -> Iterator[int]:
-    """What an operator does to reach the monitoring host's loopback-only Prometheus: a local port
-    forwarded over SSH."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    tunnel = subprocess.Popen(["ssh", "-N", "-o", "ExitOnForwardFailure=yes", "-o", "StrictHostKeyChecking=no",
-                               "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                               "-i", str(REPO_ROOT / ".cache" / "testhost" / "id_ed25519"), "-p", str(SSH_PORT),
-                               "-L", f"{port}:127.0.0.1:9090", "root@127.0.0.1"])
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/-/ready", timeout=2).read()
-                break
-            except OSError:
-                assert tunnel.poll() is None and time.monotonic() < deadline, "the SSH tunnel did not come up"
-                time.sleep(0.5)
-        yield port
-    finally:
-        tunnel.terminate()
-        tunnel.wait(timeout=10)
-
-
 def test_the_dashboard_is_drawn_from_the_hosts_prometheus(deployed: PlayRun, tmp_path: Path):
-    """`vllm-fleet dashboard` through an SSH tunnel draws every panel with the host's series."""
+    """`vllm-fleet dashboard --via` opens an SSH tunnel to the loopback-only Prometheus (what an
+    operator would do by hand) and draws every panel with the host's series."""
     # Prometheus's first scrape of vLLM often comes after site.yml's verify: traffic the rates see
     endpoint = Endpoint(API_URL, API_KEY, timeout=60)
     served = [one_request(endpoint, "demo", prompt, 8) for prompt in ("Rivers", "Mountains", "Lakes")]
     assert all(ok for ok, _tokens, _error in served), served
     wait_for_series(f'vllm_fleet:output_tok_s:rate5m{{host="{INVENTORY_HOST}"}} > 0', 60)
     out = tmp_path / "dashboard.png"
-    with ssh_tunnel_to_prometheus() as port:
-        drawn = subprocess.run([str(REPO_ROOT / "tools" / "vllm-fleet"), "dashboard", "--prometheus",
-                                f"http://127.0.0.1:{port}", "--minutes", "120", "--out", str(out)],
-                               capture_output=True, text=True, timeout=120, check=False)
+    ssh_options = [f"IdentityFile={REPO_ROOT / '.cache' / 'testhost' / 'id_ed25519'}", "StrictHostKeyChecking=no",
+                   "UserKnownHostsFile=/dev/null", "LogLevel=ERROR"]
+    drawn = subprocess.run([str(REPO_ROOT / "tools" / "vllm-fleet"), "dashboard", "--via", f"ssh://root@127.0.0.1:{SSH_PORT}",
+                            *(f"--ssh-option={option}" for option in ssh_options), "--minutes", "120", "--out", str(out)],
+                           capture_output=True, text=True, timeout=120, check=False)
     assert drawn.returncode == 0, drawn.stdout + drawn.stderr
     panels = json.loads(Image.open(out).text["vllm-fleet-series"])
     titles = [panel["title"] for panel in json.loads(DASHBOARD.read_text())["panels"]]
