@@ -20,13 +20,11 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage impor
     parse_log,
     rules_from_data,
     triage,
-    triage_path,
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 CLI = REPO_ROOT / "tools" / "triage.py"
-CORPUS_LOGS = REPO_ROOT / "tests" / "fixtures" / "triage" / "corpus" / "logs"
 
 # An exception no cause rule names, in a log whose other lines speak of Ray's memory monitor.
 UNNAMED_HOST_MEMORY_FAILURE = """\
@@ -88,11 +86,14 @@ def test_an_exception_no_rule_names_gets_a_likely_class_beside_the_rules_answer(
     assert triage(parse_log(UNNAMED_HOST_MEMORY_FAILURE), without_model).likely_class is None
 
 
-def test_the_catch_all_class_keeps_its_answer_unless_the_words_are_far_likelier(rules):
-    """A Ray Serve actor that died of an error raised elsewhere (corpus: ray#54739) is "other"; its
-    Ray words resemble host_oom's Ray memory-monitor logs, but not by the margin."""
-    report = triage_path(str(CORPUS_LOGS / "ray-54739-serve-llm-actor-died-v0-v1.log"), rules)
-    assert report.cause_class == "other" and report.likely_class is None
+@pytest.mark.parametrize(("words", "likely"), [("wone wtwo wthree", None), ("wone wtwo wthree wfour", "host_oom")])
+def test_the_catch_all_class_keeps_its_answer_unless_the_words_are_far_likelier(rules_data, words, likely):
+    """Each shared word makes host_oom 5 times likelier than "other" here (log 5 = 1.6): three
+    words stay under the margin (e**6), four pass it. Without the margin both would be host_oom."""
+    model = train([({"wone", "wtwo", "wthree", "wfour"}, "host_oom")] * 2 + [({"ozero"}, "other")] * 2)
+    rules = rules_from_data(dict(rules_data, word_model=model_to_data(model)))
+    report = triage(parse_log(f"RuntimeError: {words}\n"), rules)
+    assert report.cause_class == "other" and report.likely_class == likely
 
 
 def test_a_cause_a_rule_names_gets_no_likely_class_whatever_the_words_say(rules):
