@@ -40,8 +40,7 @@ class WordModel:
         return {word for counts in self.logs_with_word.values() for word in counts}
 
     def likeliest(self, words: set[str]) -> str:
-        scores = self.log_scores(words)
-        return max(sorted(scores), key=scores.__getitem__)
+        return top_class(self.log_scores(words))
 
     def log_scores(self, words: set[str]) -> dict[str, float]:
         """Log of P(class) * P(each known word present | class), up to a shared constant."""
@@ -55,6 +54,11 @@ class WordModel:
                 score += math.log((counts.get(word, 0) + SMOOTHING) / (logs + 2 * SMOOTHING))
             scores[cause_class] = score
         return scores
+
+
+def top_class(scores: dict[str, float]) -> str:
+    """The best-scored class; of equal scores, the first by name."""
+    return max(sorted(scores), key=scores.__getitem__)
 
 
 def train(logs: Iterable[tuple[set[str], str]]) -> WordModel:

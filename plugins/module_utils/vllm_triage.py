@@ -24,7 +24,7 @@ from itertools import chain, islice, repeat
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional
 
-from .triage_words import WordModel, model_from_data, words_of
+from .triage_words import WordModel, model_from_data, top_class, words_of
 
 CAUSE_CLASSES = (
     "gpu_memory_held_or_oom",
@@ -461,10 +461,7 @@ def load_rules(path: str | Path) -> Rules:
 
 def rules_from_data(data: dict[str, Any]) -> Rules:
     causes = [cause_rule(entry) for entry in data.get("causes", [])]
-    classes = [rule.cause_class for rule in causes]
-    unknown = sorted(set(classes) - set(CAUSE_CLASSES))
-    if unknown:
-        raise ValueError(f"unknown cause classes in rules: {', '.join(unknown)}")
+    refuse_unknown_classes([rule.cause_class for rule in causes], "rules")
     if not any(rule.cause_class == FALLBACK_CLASS and not rule.regexes for rule in causes):
         raise ValueError(f"rules need an '{FALLBACK_CLASS}' cause without patterns as the fallback")
     for rule in causes:
@@ -489,10 +486,14 @@ def word_model_from_rules(data: Optional[dict[str, Any]]) -> Optional[WordModel]
     if not data:
         return None
     model = model_from_data(data)
-    unknown = sorted(set(model.logs_per_class) - set(CAUSE_CLASSES))
-    if unknown:
-        raise ValueError(f"unknown cause classes in word_model: {', '.join(unknown)}")
+    refuse_unknown_classes(model.logs_per_class, "word_model")
     return model
+
+
+def refuse_unknown_classes(names: Iterable[str], where: str) -> None:
+    unknown = sorted(set(names) - set(CAUSE_CLASSES))
+    if unknown:
+        raise ValueError(f"unknown cause classes in {where}: {', '.join(unknown)}")
 
 
 def named_pattern(entry: dict[str, Any]) -> Pattern:
@@ -1018,19 +1019,27 @@ def with_likely_class(report: TriageReport, lines: list[LogLine], rules: Rules) 
     corpus logs share most of this log's words, unless the log shows nothing failed."""
     if rules.word_model is None or (not report.found and shows_no_failure(lines, rules)):
         return report
-    scores = rules.word_model.log_scores(words_of(line.text for line in lines))
-    likely = max(sorted(scores), key=scores.__getitem__)
-    if report.cause_class == FALLBACK_CLASS and scores[likely] - scores.get(FALLBACK_CLASS, -math.inf) < CATCH_ALL_MARGIN:
-        return report
-    if likely != report.cause_class:
+    likely = likely_class(rules.word_model, words_of(line.text for line in lines), report.cause_class)
+    if likely is not None:
         report.likely_class = likely
         report.likely_remediation = general_remediation(likely, rules.causes)
     return report
 
 
+def likely_class(model: WordModel, words: set[str], rules_class: Optional[str]) -> Optional[str]:
+    """The model's class for a log the rules named nothing in (None) or only the catch-all; None
+    when it adds nothing (the same class, or not far enough above the catch-all)."""
+    scores = model.log_scores(words)
+    likely = top_class(scores)
+    if rules_class == FALLBACK_CLASS and scores[likely] - scores.get(FALLBACK_CLASS, -math.inf) < CATCH_ALL_MARGIN:
+        return None
+    return likely if likely != rules_class else None
+
+
 def shows_no_failure(lines: list[LogLine], rules: Rules) -> bool:
     """A start that completed, or a stop that was asked for."""
-    return any(first_matching([*rules.startup_complete, *rules.stop_requested], line.text) for line in lines)
+    signs = [*rules.startup_complete, *rules.stop_requested]
+    return any(first_matching(signs, line.text) for line in lines)
 
 
 def general_remediation(cause_class: str, causes: list[CauseRule]) -> str:
