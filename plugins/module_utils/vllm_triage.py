@@ -131,6 +131,9 @@ SAYS_SOMETHING_FAILED = re.compile(
     r"|terminat\w*|segmentation|core dumped|unreachable)\b",
     re.IGNORECASE,
 )
+# A printed configuration ("engine_args: AsyncEngineArgs(model=..., tokenizer=..., ...)",
+# "Namespace(host=None, port=8000, ...)"): it names settings, not a failure.
+CONFIGURATION_DUMP = re.compile(r"(?:\b\w+=[^,=]*, ){4}")
 # Lines that only point elsewhere, never worth quoting as the exception message.
 EXCEPTION_DETAIL_NOISE = re.compile(r"^\s*For further information visit ")
 # NCCL's error message spans lines (its error name, "Last error:", then the failing call); the
@@ -1084,7 +1087,8 @@ def cause_phrase_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent
     for line in lines:
         if first_matching(rules.stop_requested, line.text):
             break
-        if line.level not in (None, *LOGGED_FAILURE_LEVELS) or is_wrapper(line.text, rules):
+        if (line.level not in (None, *LOGGED_FAILURE_LEVELS) or is_wrapper(line.text, rules)
+                or CONFIGURATION_DUMP.search(line.text)):
             continue
         text = line.text.strip()
         if text and specific_rule([text], rules) is not None:

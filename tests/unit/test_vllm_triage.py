@@ -767,15 +767,49 @@ HELD14_FAMILIES = [
      "unsupported_model_or_gguf", "expected target modules"),
 ]
 
+HELD16_FAMILIES = [
+    ("RuntimeError: Unsupported head size: 32\n", "attention_backend", "head size"),
+    # Triton's launcher build, pasted cut inside the raise; the frames above name its driver.py
+    ('ERROR 03-22 09:50:04 [core.py:340]   File "/opt/conda/lib/python3.10/site-packages/triton/runtime/driver.py", '
+     'line 9, in _create_driver\n'
+     'ERROR 03-22 09:50:04 [core.py:340]     return actives[0]()\n'
+     'ERROR 03-22 09:50:04 [core.py:340]   File "/opt/conda/lib/python3.10/site-packages/triton/runtime/build.py", '
+     'line 32, in _build\n'
+     'ERROR 03-22 09:50:04 [core.py:340]     raise RuntimeError("Failed to find C compiler. Please\n',
+     "compile_cache", "C compiler"),
+]
+
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
-                         + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES)
+                         + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
     assert cause in report.root_cause
+
+
+def test_a_missing_c_compiler_gets_its_own_remedy_not_the_compile_caches(rules):
+    report = triage_stream(io.BytesIO(b"RuntimeError: Failed to find C compiler. Please specify via CC environment variable.\n"),
+                           rules)
+    assert report.cause_class == "compile_cache"
+    assert "gcc" in report.remediation and "torch_compile_cache" not in report.remediation
+
+
+@pytest.mark.parametrize("dump", [
+    "engine_args: AsyncEngineArgs(model='codellama/CodeLlama-7b-Instruct-hf', tokenizer='codellama/CodeLlama-7b-Instruct-hf', "
+    "tokenizer_mode='auto', trust_remote_code=False, download_dir=None, load_format='auto', dtype='float16', "
+    "max_model_len=None, gpu_memory_utilization=0.9",
+    "Namespace(host=None, port=8000, model='/models/m', tokenizer=None, max_model_len=4096, download_dir=None, "
+    "gpu_memory_utilization=0.9)",
+])
+def test_a_printed_configuration_is_not_a_failure(rules, dump: str):
+    """Its words (tokenizer, max_model_len, download_dir) are rules' words, not a cause (held16's vllm#1393)."""
+    log = f"$ python serve.py\n{dump}\nINFO 10-17 09:57:38 llm_engine.py:72] Initializing an LLM engine\n"
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert dump[:20] not in report.root_cause
+    assert report.cause_class != "config_or_tokenizer"
 
 
 def test_cuda_in_a_forked_worker_is_named_with_its_own_remedy(rules):
