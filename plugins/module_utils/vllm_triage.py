@@ -933,6 +933,9 @@ def secondary_classification(
               for line in event.lines}
     frames -= {line.index for event in events for line in event.exception_lines}
     texts += [line.text.strip() for line in kept if line.level in SECONDARY_LEVELS and line.index not in frames]
+    # A pasted (unlogged) traceback cut before its exception: its source lines are the evidence left.
+    texts += [line.text.strip() for event in events if event.kind == "traceback" and event.cut_before_exception
+              for line in event.lines if line.level is None and not line.text.lstrip().startswith("File ")]
     plain = [text for text in texts if not is_wrapper(text, rules)]
     excluded = set(exclude)
     return (specific_rule(plain, rules, excluded)

@@ -790,6 +790,27 @@ def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class:
     assert cause in report.root_cause
 
 
+CUT_BIND_TRACEBACK = """Traceback (most recent call last):
+  File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/openai/rpc/server.py", line 35, in __init__
+    {bind_line}
+  File "/usr/local/lib/python3.10/dist-packages/zmq/sugar/socket.py", line 311, in bind
+    super().bind(addr)
+  File "_zmq.py
+"""
+
+
+@pytest.mark.parametrize(("bind_line", "cause_class"), [
+    ('self.socket.bind(f"tcp://127.0.0.1:{port}")', "port_in_use"),
+    ("sock.bind(('0.0.0.0', port))", "port_in_use"),
+    ('self.socket.bind(f"tcp://{host_ip}:{port}")', "bind_address"),
+])
+def test_a_traceback_cut_inside_bind_reads_the_address_it_bound(rules, bind_line: str, cause_class: str):
+    """Loopback and the wildcard address exist on every host: binding them fails because the
+    port is taken (held16's vllm#7196, cut before its ZMQError); another address may be gone."""
+    report = triage_stream(io.BytesIO(CUT_BIND_TRACEBACK.format(bind_line=bind_line).encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+
+
 def test_a_missing_c_compiler_gets_its_own_remedy_not_the_compile_caches(rules):
     report = triage_stream(io.BytesIO(b"RuntimeError: Failed to find C compiler. Please specify via CC environment variable.\n"),
                            rules)
