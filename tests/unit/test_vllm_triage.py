@@ -833,6 +833,13 @@ def test_a_printed_configuration_is_not_a_failure(rules, dump: str):
     assert report.cause_class != "config_or_tokenizer"
 
 
+def test_no_platform_found_is_named_with_its_own_remedy(rules):
+    """The word model had guessed nccl for it (held17's vllm#12451, a torch_xla/torch mismatch)."""
+    report = triage_stream(io.BytesIO(b"RuntimeError: Failed to infer device type\n"), rules)
+    assert report.cause_class == "other" and report.likely_class is None
+    assert "nvidia-smi" in report.remediation and "torch_xla" in report.remediation
+
+
 def test_cuda_in_a_forked_worker_is_named_with_its_own_remedy(rules):
     """Catch-all before: the word model then guessed a class for it (held12's FastChat case)."""
     log = ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
