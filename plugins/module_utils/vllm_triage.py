@@ -49,6 +49,8 @@ ROOT_CAUSE_MAX_CHARS = 400
 EVIDENCE_MAX_LINES = 12
 OTHER_WORKER_EVIDENCE_LINES = 3
 LINE_CONTINUATION_MAX = 3
+# A message that ends in ':' ("... the WNA16 linear layer. Reasons:") lists its details below.
+LISTED_DETAILS_MAX = 8
 SECONDARY_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 # A process that died is usually the consequence of an error printed elsewhere in the log.
 WEAK_CLASSES = ("worker_killed",)
@@ -656,12 +658,15 @@ def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> F
     if embedded and not BARE_EXCEPTION_LINE.match(text) and line.level not in LOGGED_FAILURE_LEVELS:
         text = embedded["exception"]
     event_lines = [line]
-    for following in lines[position + 1:position + 1 + LINE_CONTINUATION_MAX]:
+    lists_details = text.endswith(":")
+    limit = LISTED_DETAILS_MAX if lists_details else LINE_CONTINUATION_MAX
+    for following in lines[position + 1:position + 1 + limit]:
         # NCCL's failing call, after "Last error:", is read as the header of the traceback below.
         ends_nccl_message = event_lines[-1].text.strip() == "Last error:"
         if (following.index in in_traceback and not ends_nccl_message) or following.stream != line.stream:
             break
-        if not continues_message(following) and not continues_nccl_message(following.text, event_lines):
+        listed = lists_details and following.level is None and bool(following.text.strip())
+        if not listed and not continues_message(following) and not continues_nccl_message(following.text, event_lines):
             break
         text = f"{text} {following.text.strip()}"
         event_lines.append(following)

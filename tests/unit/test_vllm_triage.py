@@ -811,6 +811,33 @@ def test_a_traceback_cut_inside_bind_reads_the_address_it_bound(rules, bind_line
     assert report.cause_class == cause_class, report.root_cause
 
 
+QUANT_KERNEL_LISTING = """ValueError: Failed to find a kernel that can implement the WNA16 linear layer. Reasons:
+CutlassW4A8LinearKernel requires capability 90, current compute capability is 86
+MacheteLinearKernel requires capability 90, current compute capability is 86
+AllSparkLinearKernel cannot implement due to: For Ampere GPU, AllSpark does not support group_size = 128.
+MarlinLinearKernel cannot implement due to: Weight output_size_per_partition = 32 is not divisible by min_thread_n = 64. Consider reducing
+tensor_parallel_size or running with --quantization gptq.
+"""
+
+
+@pytest.mark.parametrize("log", [
+    "RuntimeError: size_n = 5152 is not divisible by tile_n_size = 64\n",
+    QUANT_KERNEL_LISTING,  # the reasons are listed under the message that ends in ':'
+])
+def test_a_quantized_slice_that_does_not_fit_the_kernel_points_at_the_tp_size(rules, log: str):
+    """held18's Marlin tiling (a blog) and WNA16 (a Hugging Face discussion): fixed by the TP layout."""
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "config_or_tokenizer", report.root_cause
+    assert "--tensor-parallel-size" in report.remediation
+
+
+def test_a_message_ending_in_a_colon_does_not_swallow_the_next_record(rules):
+    log = ("RuntimeError: Engine startup failed. Reasons:\n"
+           "ERROR 03-22 09:50:04 [core.py:340] RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "cuda_kernel_fault", report.root_cause
+
+
 def test_a_missing_c_compiler_gets_its_own_remedy_not_the_compile_caches(rules):
     report = triage_stream(io.BytesIO(b"RuntimeError: Failed to find C compiler. Please specify via CC environment variable.\n"),
                            rules)
