@@ -665,20 +665,20 @@ def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> F
         ends_nccl_message = event_lines[-1].text.strip() == "Last error:"
         if (following.index in in_traceback and not ends_nccl_message) or following.stream != line.stream:
             break
-        listed = lists_details and following.level is None and bool(following.text.strip())
-        if not listed and not continues_message(following) and not continues_nccl_message(following.text, event_lines):
+        if not continues_message(following, lists_details) and not continues_nccl_message(following.text, event_lines):
             break
         text = f"{text} {following.text.strip()}"
         event_lines.append(following)
     return FailureEvent(kind="line", lines=event_lines, exceptions=[text], exception_lines=event_lines)
 
 
-def continues_message(line: LogLine) -> bool:
-    """"  at torch/_inductor/utils.py:3442 ..." under an exception, or a line a terminal wrapped."""
+def continues_message(line: LogLine, listing: bool = False) -> bool:
+    """"  at torch/_inductor/utils.py:3442 ..." under an exception, or a line a terminal wrapped;
+    under a message that announces a list (`listing`), any raw line."""
     text = line.text
     if not text.strip() or line.level is not None:
         return False
-    return text[:1].isspace() or text[:1].islower()
+    return listing or text[:1].isspace() or text[:1].islower()
 
 
 def split_attempts(lines: list[LogLine], rules: Rules) -> list[list[LogLine]]:
@@ -905,12 +905,17 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
     return Classification(rule=fallback, exception=candidates[0])
 
 
+def is_frame_line(line: LogLine) -> bool:
+    """'File ".../x.py", line N, in f' of a Python traceback."""
+    return line.text.lstrip().startswith("File ")
+
+
 def raising_frame(event: FailureEvent) -> str | None:
     """The innermost frame of the event's last exception: 'File ".../x.py", line N, in f'."""
     if event.kind != "traceback" or not event.exception_lines:
         return None
     last = event.exception_lines[-1].index
-    frames = [line for line in event.lines if line.index < last and line.text.lstrip().startswith("File ")]
+    frames = [line for line in event.lines if line.index < last and is_frame_line(line)]
     return frames[-1].text.strip() if frames else None
 
 
@@ -940,7 +945,7 @@ def secondary_classification(
     texts += [line.text.strip() for line in kept if line.level in SECONDARY_LEVELS and line.index not in frames]
     # A pasted (unlogged) traceback cut before its exception: its source lines are the evidence left.
     texts += [line.text.strip() for event in events if event.kind == "traceback" and event.cut_before_exception
-              for line in event.lines if line.level is None and not line.text.lstrip().startswith("File ")]
+              for line in event.lines if line.level is None and not is_frame_line(line)]
     plain = [text for text in texts if not is_wrapper(text, rules)]
     excluded = set(exclude)
     return (specific_rule(plain, rules, excluded)
@@ -1206,7 +1211,7 @@ def last_frame_line(event: FailureEvent) -> LogLine | None:
         return None
     first_exception = event.exception_lines[0].index if event.exception_lines else None
     frames = [line for line in event.lines
-              if line.text.lstrip().startswith("File ") and (first_exception is None or line.index < first_exception)]
+              if is_frame_line(line) and (first_exception is None or line.index < first_exception)]
     return frames[-1] if frames else None
 
 

@@ -5,30 +5,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
 import pytest
 import yaml
-from ansible.plugins.filter.core import regex_replace
 
-from tests.unit.test_monitoring_rules import ROLE, promtool
+from tests.unit.test_monitoring_rules import promtool, render_template
 
 FACTS = {"gpu1": "10.0.0.11", "gpu2": "10.0.0.12", "lb1": "10.0.0.21"}
 
 
-def render_config(target_names: dict[str, str]) -> dict:
-    defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
+def render_config(target_names: dict[str, str]) -> str:
     hostvars = {host: {"ansible_facts": {"default_ipv4": {"address": address}}} for host, address in FACTS.items()}
     for host, name in target_names.items():
         hostvars[host]["monitoring_target_address"] = name
-    values = {
-        **{key: value for key, value in defaults.items() if "{{" not in str(value)},
+    return render_template("prometheus.yml.j2", {
         "monitoring_vllm_port": 8000, "monitoring_vllm_api_key": "", "monitoring_balancer_metrics_port": 8405,
         "groups": {"vllm_hosts": ["gpu1", "gpu2"], "load_balancers": ["lb1"], "gpu_hosts": ["gpu1", "gpu2"]},
         "hostvars": hostvars, "inventory_hostname": "gpu1",
-    }
-    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
-    environment.filters["regex_replace"] = regex_replace
-    return environment.from_string((ROLE / "templates" / "prometheus.yml.j2").read_text()).render(**values)
+    })
 
 
 def targets(config: str) -> dict[str, list[str]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 import jinja2
 import pytest
 import yaml
+from ansible.plugins.filter.core import regex_replace
 
 from tests.conftest import REPO_ROOT
 
@@ -21,12 +22,17 @@ PROMTOOL = REPO_ROOT / ".cache" / "tools" / "promtool"
 INVENTORY = {"monitoring_vllm_unit": "vllm.service", "monitoring_min_decode_tok_s": 45}
 
 
-def render_rules(overrides: dict) -> str:
+def render_template(name: str, overrides: dict) -> str:
+    """A template of the role, with the role's plain defaults (not the ones that are expressions)."""
     defaults = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text())
     values = {**{k: v for k, v in defaults.items() if "{{" not in str(v)}, **overrides}
-    template = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True).from_string(
-        (ROLE / "templates" / "vllm-fleet.rules.yml.j2").read_text())
-    return template.render(**values)
+    environment = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
+    environment.filters["regex_replace"] = regex_replace
+    return environment.from_string((ROLE / "templates" / name).read_text()).render(**values)
+
+
+def render_rules(overrides: dict) -> str:
+    return render_template("vllm-fleet.rules.yml.j2", overrides)
 
 
 def promtool(*args: str) -> subprocess.CompletedProcess:
