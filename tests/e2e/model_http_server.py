@@ -72,6 +72,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             status = 206
+        # logged as it arrives: a client that gives up early must not outrun its own log entry
+        entry = self.record(wanted, status, 0, "GET" if body else "HEAD")
         self.send_response(status)
         self.send_header("Content-Length", str(end - start + 1))
         self.send_header("Accept-Ranges", "bytes")
@@ -79,7 +81,6 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
         self.end_headers()
         if not body:
-            self.record(wanted, status, 0, "HEAD")
             return
         with state.lock:
             drop = state.drop_after.pop(path.name, None)
@@ -96,6 +97,7 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.write(data)
                 sent += len(data)
                 remaining -= len(data)
+                entry.bytes_sent = sent
                 if paused is not None and sent >= pause:
                     self.wfile.flush()
                     paused()
@@ -105,11 +107,12 @@ class Handler(BaseHTTPRequestHandler):
                     self.close_connection = True
                     self.connection.shutdown(2)  # the peer sees the body end early
                     break
-        self.record(wanted, status, sent)
 
-    def record(self, wanted: str | None, status: int, sent: int, method: str = "GET") -> None:
+    def record(self, wanted: str | None, status: int, sent: int, method: str = "GET") -> ServedRequest:
+        entry = ServedRequest(method, self.path, wanted, status, sent)
         with self.server.state.lock:
-            self.server.state.log.append(ServedRequest(method, self.path, wanted, status, sent))
+            self.server.state.log.append(entry)
+        return entry
 
 
 class ModelHTTPServer(ThreadingHTTPServer):
