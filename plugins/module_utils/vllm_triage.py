@@ -108,6 +108,13 @@ JOURNAL_TEXT_PREFIX = re.compile(
     r" (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<message>.*)$"
 )
 JOURNAL_MARKER = re.compile(r"^-- .* --$|^-- No entries --$")
+# Structured records, one JSON object a line (container runtimes, Go and Python JSON loggers).
+JSON_RECORD_LEVEL_KEYS = ("level", "severity", "levelname", "lvl")
+JSON_RECORD_MESSAGE_KEYS = ("msg", "message")
+JSON_RECORD_ERROR_KEYS = ("error", "err")
+JSON_RECORD_LEVELS = {"trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "notice": "INFO", "warn": "WARNING",
+                      "warning": "WARNING", "error": "ERROR", "err": "ERROR", "critical": "CRITICAL",
+                      "fatal": "CRITICAL", "panic": "CRITICAL"}
 
 TRACEBACK_START = "Traceback (most recent call last):"
 TRUNCATED_TRACEBACK = "(traceback without a final exception line)"
@@ -121,6 +128,9 @@ BARE_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Ex
 EMBEDDED_EXCEPTION = re.compile(
     r"(?:^|[\s\"'`(>：:])(?P<exception>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$"
 )
+# An assert statement's failure, which names nothing but the statement Python printed above it.
+BARE_ASSERTION = re.compile(r"^(?:\w+\.)*AssertionError:?$")
+CARET_LINE = re.compile(r"^[\^~]+$")
 # The raising frame of a traceback pasted without its last line.
 RAISE_STATEMENT = re.compile(r"^\s*raise \w")
 LOGGED_FAILURE_LEVELS = ("ERROR", "CRITICAL")
@@ -437,6 +447,11 @@ def strip_process_prefixes(line: LogLine, rest: str) -> str:
 def strip_level_prefix(line: LogLine, rest: str) -> str:
     # A pasted fragment may start with stray spaces in front of the level prefix.
     candidate = rest.lstrip(" ") if rest[:1] == " " else rest
+    if candidate[:1] == "{":
+        record = json_record(candidate)
+        if record is not None:
+            line.level, message = record
+            return message
     match = VLLM_LEVEL_PREFIX.match(candidate)
     if match:
         line.level = match["level"]
@@ -453,6 +468,27 @@ def strip_level_prefix(line: LogLine, rest: str) -> str:
         line.level = match["level"].upper()
         return candidate[match.end():]
     return rest
+
+
+def json_record(text: str) -> tuple[str, str] | None:
+    """The level and message of a structured record ('{"level": "error", "msg": ...}'); a Go
+    logger's separate "error" field is appended to the message."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    level = JSON_RECORD_LEVELS.get(str(first_string(record, JSON_RECORD_LEVEL_KEYS)).lower())
+    message = first_string(record, JSON_RECORD_MESSAGE_KEYS)
+    if level is None or message is None:
+        return None
+    error = first_string(record, JSON_RECORD_ERROR_KEYS)
+    return level, f"{message}: {error}" if error and error not in message else message
+
+
+def first_string(record: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    return next((record[key] for key in keys if isinstance(record.get(key), str)), None)
 
 
 # ----------------------------------------------------------------------------- rules
@@ -657,6 +693,7 @@ def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> F
     embedded = EMBEDDED_EXCEPTION.search(text)
     if embedded and not BARE_EXCEPTION_LINE.match(text) and line.level not in LOGGED_FAILURE_LEVELS:
         text = embedded["exception"]
+    text = explained_assertion(text, lines[max(0, position - 2):position])
     event_lines = [line]
     lists_details = text.endswith(":")
     limit = LISTED_DETAILS_MAX if lists_details else LINE_CONTINUATION_MAX
@@ -670,6 +707,18 @@ def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> F
         text = f"{text} {following.text.strip()}"
         event_lines.append(following)
     return FailureEvent(kind="line", lines=event_lines, exceptions=[text], exception_lines=event_lines)
+
+
+def explained_assertion(text: str, lines_before: list[LogLine]) -> str:
+    """A bare AssertionError with the assert statement printed above it (a traceback's source
+    line, under Python 3.11's carets)."""
+    if not BARE_ASSERTION.match(text):
+        return text
+    for line in reversed(lines_before):
+        stripped = line.text.strip()
+        if stripped and not CARET_LINE.match(stripped):
+            return f"{text.rstrip(':')}: {stripped}" if stripped.startswith("assert ") else text
+    return text
 
 
 def continues_message(line: LogLine, listing: bool = False) -> bool:
@@ -778,7 +827,7 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
                     exceptions[-1] = f"{exceptions[-1]} {stripped}"
                     exception_lines.append(line)
         elif expecting_exception:
-            exceptions.append(stripped)
+            exceptions.append(explained_assertion(stripped, block))
             exception_lines.append(line)
             expecting_exception = False
         elif exceptions and continues_nccl_message(text, block):

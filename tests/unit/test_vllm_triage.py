@@ -19,6 +19,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage impor
     general_remediation,
     load_rules,
     parse_log,
+    parse_vllm_line,
     rules_from_data,
     triage,
     triage_path,
@@ -779,11 +780,24 @@ HELD16_FAMILIES = [
      "compile_cache", "C compiler"),
 ]
 
+HELD19_FAMILIES = [
+    # a setting's limit, named by its snake_case name (the word model had guessed GPU memory)
+    ("ValueError: LoRA rank 64 is greater than max_lora_rank 16.\n", "config_or_tokenizer", "max_lora_rank"),
+    # a bare AssertionError says nothing; the assert statement Python printed above it does
+    ("assert all(vocab_sizes[0] == vocab_size for vocab_size in vocab_sizes)\nAssertionError\n",
+     "config_or_tokenizer", "vocab_sizes"),
+    # torch's warning when CUDA cannot start, with nothing after it in the paste
+    ("/venv/lib/python3.12/site-packages/torch/cuda/__init__.py:180: UserWarning: CUDA initialization: The NVIDIA "
+     "driver on your system is too old (found version 12080). Please update your GPU driver\n"
+     "  return torch._C._cuda_getDeviceCount() > 0\n"
+     "WARNING 06-03 08:39:32 [nixl_utils.py:34] NIXL is not available\n", "driver_cuda_mismatch", "too old"),
+]
+
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
-                         + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES)
+                         + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -874,6 +888,43 @@ def test_cuda_in_a_forked_worker_is_named_with_its_own_remedy(rules):
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "other" and report.likely_class is None
     assert "VLLM_WORKER_MULTIPROC_METHOD=spawn" in report.remediation
+
+
+def test_an_assertion_in_a_traceback_is_named_by_its_statement(rules):
+    log = ("Traceback (most recent call last):\n"
+           '  File "/usr/lib/python3/dist-packages/vllm/spec_decode/spec_decode_worker.py", line 290, in init_device\n'
+           "    assert all(vocab_sizes[0] == vocab_size for vocab_size in vocab_sizes)\n"
+           "           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+           "AssertionError\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.root_cause.startswith("AssertionError: assert all(vocab_sizes[0]"), report.root_cause
+
+
+@pytest.mark.parametrize(("record", "level", "text"), [
+    ('{"msg":"exec container process `/opt/venv/bin/vllm`: Exec format error","level":"error",'
+     '"time":"2025-12-04T15:15:35.826445Z"}', "ERROR", "exec container process `/opt/venv/bin/vllm`: Exec format error"),
+    ('{"level":"fatal","msg":"failed to start the engine","error":"no GPU found"}', "CRITICAL",
+     "failed to start the engine: no GPU found"),
+    ('{"severity": "warning", "message": "slow disk"}', "WARNING", "slow disk"),
+])
+def test_a_structured_json_record_gives_its_level_and_message(record: str, level: str, text: str):
+    line = parse_vllm_line(0, record, None, None, None)
+    assert (line.level, line.text) == (level, text)
+
+
+def test_a_json_line_that_is_not_a_record_is_left_as_it_is():
+    line = parse_vllm_line(0, '{"model": "x", "max_tokens": 4}', None, None, None)
+    assert line.level is None and line.text == '{"model": "x", "max_tokens": 4}'
+
+
+def test_a_binary_for_another_cpu_architecture_is_named_with_its_own_remedy(rules):
+    """held19's vllm#30076: an amd64 image under podman on an aarch64 host; no failure was found."""
+    log = ("**WARNING:** image platform (linux/amd64) does not match the expected platform (linux/arm64)\n"
+           '{"msg":"exec container process `/opt/venv/bin/vllm`: Exec format error","level":"error",'
+           '"time":"2025-12-04T15:15:35.826445Z"}\n')
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and "Exec format error" in report.root_cause
+    assert "architecture" in report.remediation and report.likely_class is None
 
 
 def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
