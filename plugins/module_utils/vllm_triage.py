@@ -479,7 +479,8 @@ def json_record(text: str) -> tuple[str, str] | None:
         return None
     if not isinstance(record, dict):
         return None
-    level = JSON_RECORD_LEVELS.get(str(first_string(record, JSON_RECORD_LEVEL_KEYS)).lower())
+    level_name = first_string(record, JSON_RECORD_LEVEL_KEYS)
+    level = JSON_RECORD_LEVELS.get(level_name.lower()) if level_name else None
     message = first_string(record, JSON_RECORD_MESSAGE_KEYS)
     if level is None or message is None:
         return None
