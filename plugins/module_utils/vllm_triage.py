@@ -124,6 +124,8 @@ CHAINED_EXCEPTION_MARKERS = (
 )
 # An exception logged on its own line, without a traceback: "ValueError: ...".
 BARE_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)(?::\s.*)?$")
+# An exception class that does not end in Error, named by its module: "triton.runtime.autotuner.OutOfResources: ...".
+DOTTED_EXCEPTION_LINE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z]\w*: \S")
 # The same, pasted after other text: "【BUG】：RuntimeError: ...", "> > OSError: ...", "`ValueError: ...`".
 EMBEDDED_EXCEPTION = re.compile(
     r"(?:^|[\s\"'`(>：:])(?P<exception>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$"
@@ -774,7 +776,8 @@ def is_fatal_line(line: LogLine, rules: Rules) -> bool:
         return True
     if line.level in ("DEBUG", "INFO"):
         return False
-    if BARE_EXCEPTION_LINE.match(text) or first_matching(rules.fatal_lines, text) is not None:
+    if (BARE_EXCEPTION_LINE.match(text) or DOTTED_EXCEPTION_LINE.match(text)
+            or first_matching(rules.fatal_lines, text) is not None):
         return True
     # Indented lines are traceback frames or a warning's source line, unless they carry an
     # exception of their own (a fragment pasted with leading spaces).

@@ -793,11 +793,30 @@ HELD19_FAMILIES = [
      "WARNING 06-03 08:39:32 [nixl_utils.py:34] NIXL is not available\n", "driver_cuda_mismatch", "too old"),
 ]
 
+HELD20_FAMILIES = [
+    ("ValueError: InternVLForConditionalGeneration has no vLLM implementation and the Transformers implementation "
+     "is not compatible with vLLM.\n", "unsupported_model_or_gguf", "no vLLM implementation"),
+    ("NotImplementedError: FlashInfer backend on SM90 currently crashes with sliding-window attention layers. "
+     "Use the default attention backend.\n", "attention_backend", "FlashInfer backend"),
+    ("RuntimeError: world_size (8) is not equal to tensor_model_parallel_size (1) x pipeline_model_parallel_size (1). "
+     "\n", "config_or_tokenizer", "world_size"),
+    ("ValueError: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified type.\n",
+     "unsupported_model_or_gguf", "Hybrid KV cache manager"),
+    # an exception whose class name does not end in Error (Triton's), on its own line
+    ("triton.runtime.autotuner.OutOfResources: out of resource: shared memory, Required: 65538, Hardware limit: "
+     "65536. Reducing block sizes or `num_stages` may help.\n", "compile_cache", "shared memory"),
+    # newer vLLM's form of 'Failed to infer device type': torch saw no GPU (libcuda off the library path)
+    ('File ".../vllm/config/device.py", line 78, in __post_init__\n'
+     "    self.device = torch.device(self.device_type)\n"
+     "RuntimeError: Device string must not be empty\n", "driver_cuda_mismatch", "Device string"),
+]
+
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
-                         + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES)
+                         + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
+                         + HELD20_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -875,9 +894,10 @@ def test_a_printed_configuration_is_not_a_failure(rules, dump: str):
 
 
 def test_no_platform_found_is_named_with_its_own_remedy(rules):
-    """The word model had guessed nccl for it (held17's vllm#12451, a torch_xla/torch mismatch)."""
+    """Two of the corpus's three cases were a GPU the process could not reach (held19, held20), one a
+    torch_xla/torch mismatch (held16's vllm#12451, still `other`); the remedy names both."""
     report = triage_stream(io.BytesIO(b"RuntimeError: Failed to infer device type\n"), rules)
-    assert report.cause_class == "other" and report.likely_class is None
+    assert report.cause_class == "driver_cuda_mismatch" and report.likely_class is None
     assert "nvidia-smi" in report.remediation and "torch_xla" in report.remediation
 
 
@@ -925,6 +945,28 @@ def test_a_binary_for_another_cpu_architecture_is_named_with_its_own_remedy(rule
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "other" and "Exec format error" in report.root_cause
     assert "architecture" in report.remediation and report.likely_class is None
+
+
+def test_a_compiler_run_without_its_own_error_lines_is_named_with_its_own_remedy(rules):
+    """held20's vllm-windows-build#6: Triton's bundled tcc.exe failed building cuda_utils.c (no Python.h)."""
+    log = ("ERROR 07-03 14:53:33 [registry.py:975] subprocess.CalledProcessError: Command '['C:\\\\triton\\\\runtime"
+           "\\\\tcc\\\\tcc.exe', 'C:\\\\Temp\\\\cuda_utils.c', '-O3', '-shared']' returned non-zero exit status 1.\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "compile_cache", report.root_cause
+    assert "Python.h" in report.remediation and "torch_compile_cache" not in report.remediation
+
+
+def test_numpy_2_under_modules_built_for_numpy_1_is_named_with_its_own_remedy(rules):
+    """held20's vllm#5594: numpy's notice and a traceback cut before its exception."""
+    log = ("A module that was compiled using NumPy 1.x cannot be run in\n"
+           "NumPy 2.0.0 as it may crash. To support both 1.x and 2.x\n"
+           "versions of NumPy, modules must be compiled with NumPy 2.0.\n\n"
+           "Traceback (most recent call last):  File \"<string>\", line 1, in <module>\n"
+           '  File "/usr/local/lib64/python3.9/site-packages/torch/functional.py", line 7, in <module>\n'
+           "    import torch.nn.functional as F\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and "NumPy 1.x" in report.root_cause
+    assert "numpy<2" in report.remediation and report.likely_class is None
 
 
 def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
