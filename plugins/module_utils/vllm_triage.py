@@ -788,12 +788,15 @@ def tracebacks_in_stream(lines: list[LogLine]) -> Iterator[FailureEvent]:
     """Walk one stream's lines and cut out Python tracebacks, chained ones as one event."""
     position = 0
     while position < len(lines):
-        if lines[position].text.strip() != TRACEBACK_START:
+        line = lines[position]
+        if line.text.strip() == TRACEBACK_START:
+            event, position = read_traceback(lines, position, header_before(lines, position))
+            yield event
+        elif is_frame_line(line):  # a traceback pasted without its first lines
+            event, position = read_traceback(lines, position, None)
+            yield event
+        else:
             position += 1
-            continue
-        header = header_before(lines, position)
-        event, position = read_traceback(lines, position, header)
-        yield event
 
 
 def header_before(lines: list[LogLine], position: int) -> LogLine | None:
@@ -813,7 +816,7 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
     block: list[LogLine] = []
     exceptions: list[str] = []
     exception_lines: list[LogLine] = []
-    expecting_exception = False
+    expecting_exception = is_frame_line(lines[start])
     position = start
     while position < len(lines):
         line = lines[position]
@@ -825,6 +828,8 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
             expecting_exception = True
         elif stripped in CHAINED_EXCEPTION_MARKERS or not stripped:
             pass
+        elif expecting_exception and is_frame_line(line):
+            pass  # a frame pasted without its indentation
         elif text[:1].isspace():
             if not expecting_exception and exceptions:
                 if not EXCEPTION_DETAIL_NOISE.match(text):

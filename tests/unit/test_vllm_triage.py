@@ -811,12 +811,26 @@ HELD20_FAMILIES = [
      "RuntimeError: Device string must not be empty\n", "driver_cuda_mismatch", "Device string"),
 ]
 
+HELD21_FAMILIES = [
+    # an exception no rule knows, raised inside pynvml: the driver's answer could not be read (a
+    # traceback pasted without its first lines: the frames still say where it was raised)
+    ('  File "/venv/lib/python3.9/site-packages/vllm/platforms/cuda.py", line 59, in get_physical_device_name\n'
+     "    return pynvml.nvmlDeviceGetName(handle)\n"
+     '  File "/venv/lib/python3.9/site-packages/pynvml.py", line 2182, in wrapper\n'
+     "    return res.decode()\n"
+     "UnicodeDecodeError: 'utf-8' codec can't decode byte 0xf8 in position 0: invalid start byte\n",
+     "driver_cuda_mismatch", "UnicodeDecodeError"),
+    # Ray's memory monitor killed a worker; the paste stops mid-word
+    ("    return (yield from awaitable.__await__())\nray.exceptions.OutOfMe\n", "host_oom", "OutOfMe"),
+    ("    raise ValueError(\nValueError: Prequant BitsAndBytes\n", "unsupported_model_or_gguf", "BitsAndBytes"),
+]
+
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
-                         + HELD20_FAMILIES)
+                         + HELD20_FAMILIES + HELD21_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -967,6 +981,16 @@ def test_numpy_2_under_modules_built_for_numpy_1_is_named_with_its_own_remedy(ru
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "other" and "NumPy 1.x" in report.root_cause
     assert "numpy<2" in report.remediation and report.likely_class is None
+
+
+def test_a_traceback_pasted_without_its_first_lines_keeps_its_exception_and_frames(rules):
+    """held20's vllm#48495, its frame pasted without indentation: the frame had been read as the exception."""
+    log = ('File ".../vllm/v1/attention/backends/flashinfer.py", line 757, in __init__\n'
+           "    raise NotImplementedError(\n"
+           "NotImplementedError: FlashInfer backend on SM90 currently crashes with sliding-window attention layers.\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.root_cause.startswith("NotImplementedError: FlashInfer backend"), report.root_cause
+    assert report.cause_class == "attention_backend"
 
 
 def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
