@@ -108,13 +108,19 @@ JOURNAL_TEXT_PREFIX = re.compile(
     r" (?P<host>\S+) (?P<ident>[^\s\[:]+)(?:\[(?P<pid>\d+)\])?: ?(?P<message>.*)$"
 )
 JOURNAL_MARKER = re.compile(r"^-- .* --$|^-- No entries --$")
-# Structured records, one JSON object a line (container runtimes, Go and Python JSON loggers).
+# Structured records, one JSON object a line (container runtimes, Go and Python JSON loggers, docker's
+# json-file log whose "log" holds the line as the program wrote it).
 JSON_RECORD_LEVEL_KEYS = ("level", "severity", "levelname", "lvl")
-JSON_RECORD_MESSAGE_KEYS = ("msg", "message")
+JSON_RECORD_MESSAGE_KEYS = ("msg", "message", "log")
 JSON_RECORD_ERROR_KEYS = ("error", "err")
-JSON_RECORD_LEVELS = {"trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "notice": "INFO", "warn": "WARNING",
-                      "warning": "WARNING", "error": "ERROR", "err": "ERROR", "critical": "CRITICAL",
-                      "fatal": "CRITICAL", "panic": "CRITICAL"}
+# A record that carries a traceback in a field is left as a raw line: its exception stays readable.
+JSON_RECORD_TRACEBACK_KEYS = ("exc_info", "exception", "stack_trace", "stacktrace", "stack")
+JSON_RECORD_LEVELS = {"trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "notice": "INFO", "default": "INFO",
+                      "warn": "WARNING", "warning": "WARNING", "error": "ERROR", "err": "ERROR",
+                      "critical": "CRITICAL", "fatal": "CRITICAL", "panic": "CRITICAL", "dpanic": "CRITICAL",
+                      "alert": "CRITICAL", "emergency": "CRITICAL"}
+# pino's and bunyan's numbers: 10 trace ... 60 fatal
+JSON_RECORD_LEVEL_NUMBERS = {10: "DEBUG", 20: "DEBUG", 30: "INFO", 40: "WARNING", 50: "ERROR", 60: "CRITICAL"}
 
 TRACEBACK_START = "Traceback (most recent call last):"
 TRUNCATED_TRACEBACK = "(traceback without a final exception line)"
@@ -133,6 +139,9 @@ EMBEDDED_EXCEPTION = re.compile(
 # An assert statement's failure, which names nothing but the statement Python printed above it.
 BARE_ASSERTION = re.compile(r"^(?:\w+\.)*AssertionError:?$")
 CARET_LINE = re.compile(r"^[\^~]+$")
+ASSERT_STATEMENT = re.compile(r"^assert\b")
+# 'File ".../x.py", line N, in f' (faulthandler: 'line N in f'; Databricks: 'File <command-1>, line 5').
+FRAME_LINE = re.compile(r'^\s*File (?:"[^"]*"|<[^>]*>|\S+), line \d+')
 # The raising frame of a traceback pasted without its last line.
 RAISE_STATEMENT = re.compile(r"^\s*raise \w")
 LOGGED_FAILURE_LEVELS = ("ERROR", "CRITICAL")
@@ -453,7 +462,8 @@ def strip_level_prefix(line: LogLine, rest: str) -> str:
         record = json_record(candidate)
         if record is not None:
             line.level, message = record
-            return message
+            # the program's own prefixes inside the record ("ERROR 06-03 ... [core.py:1] ...") say more
+            return strip_level_prefix(line, strip_process_prefixes(line, message))
     match = VLLM_LEVEL_PREFIX.match(candidate)
     if match:
         line.level = match["level"]
@@ -472,22 +482,33 @@ def strip_level_prefix(line: LogLine, rest: str) -> str:
     return rest
 
 
-def json_record(text: str) -> tuple[str, str] | None:
-    """The level and message of a structured record ('{"level": "error", "msg": ...}'); a Go
-    logger's separate "error" field is appended to the message."""
+def json_record(text: str) -> tuple[str | None, str] | None:
+    """The level (None where the record has none, as docker's json-file) and message of a
+    structured record ('{"level": "error", "msg": ...}'); a Go logger's separate "error" field is
+    appended to the message."""
     try:
         record = json.loads(text)
     except ValueError:
         return None
-    if not isinstance(record, dict):
+    if not isinstance(record, dict) or any(key in record for key in JSON_RECORD_TRACEBACK_KEYS):
         return None
-    level_name = first_string(record, JSON_RECORD_LEVEL_KEYS)
-    level = JSON_RECORD_LEVELS.get(level_name.lower()) if level_name else None
     message = first_string(record, JSON_RECORD_MESSAGE_KEYS)
-    if level is None or message is None:
+    level = json_record_level(record)
+    if message is None or (level is None and "log" not in record):
         return None
     error = first_string(record, JSON_RECORD_ERROR_KEYS)
-    return level, f"{message}: {error}" if error and error not in message else message
+    message = message.rstrip("\r\n")
+    return level, f"{message}: {error}" if error and not message.endswith(error) else message
+
+
+def json_record_level(record: dict[str, Any]) -> str | None:
+    for key in JSON_RECORD_LEVEL_KEYS:
+        value = record.get(key)
+        if isinstance(value, str) and value.lower() in JSON_RECORD_LEVELS:
+            return JSON_RECORD_LEVELS[value.lower()]
+        if isinstance(value, int) and value in JSON_RECORD_LEVEL_NUMBERS:
+            return JSON_RECORD_LEVEL_NUMBERS[value]
+    return None
 
 
 def first_string(record: dict[str, Any], keys: tuple[str, ...]) -> str | None:
@@ -696,7 +717,8 @@ def line_event(lines: list[LogLine], position: int, in_traceback: set[int]) -> F
     embedded = EMBEDDED_EXCEPTION.search(text)
     if embedded and not BARE_EXCEPTION_LINE.match(text) and line.level not in LOGGED_FAILURE_LEVELS:
         text = embedded["exception"]
-    text = explained_assertion(text, lines[max(0, position - 2):position])
+    text = explained_assertion(text, [before for before in lines[max(0, position - 2):position]
+                                      if before.stream == line.stream])
     event_lines = [line]
     lists_details = text.endswith(":")
     limit = LISTED_DETAILS_MAX if lists_details else LINE_CONTINUATION_MAX
@@ -720,7 +742,7 @@ def explained_assertion(text: str, lines_before: list[LogLine]) -> str:
     for line in reversed(lines_before):
         stripped = line.text.strip()
         if stripped and not CARET_LINE.match(stripped):
-            return f"{text.rstrip(':')}: {stripped}" if stripped.startswith("assert ") else text
+            return f"{text.rstrip(':')}: {stripped}" if ASSERT_STATEMENT.match(stripped) else text
     return text
 
 
@@ -768,6 +790,11 @@ def split_streams(lines: list[LogLine]) -> dict[tuple[str, int | None], list[Log
     return streams
 
 
+def names_an_exception(text: str) -> bool:
+    """'ValueError: ...', 'OSError', 'triton.runtime.autotuner.OutOfResources: ...' on its own."""
+    return bool(BARE_EXCEPTION_LINE.match(text) or DOTTED_EXCEPTION_LINE.match(text))
+
+
 def is_fatal_line(line: LogLine, rules: Rules) -> bool:
     text = line.text.strip()
     if not text:
@@ -776,8 +803,7 @@ def is_fatal_line(line: LogLine, rules: Rules) -> bool:
         return True
     if line.level in ("DEBUG", "INFO"):
         return False
-    if (BARE_EXCEPTION_LINE.match(text) or DOTTED_EXCEPTION_LINE.match(text)
-            or first_matching(rules.fatal_lines, text) is not None):
+    if names_an_exception(text) or first_matching(rules.fatal_lines, text) is not None:
         return True
     # Indented lines are traceback frames or a warning's source line, unless they carry an
     # exception of their own (a fragment pasted with leading spaces).
@@ -792,11 +818,22 @@ def tracebacks_in_stream(lines: list[LogLine]) -> Iterator[FailureEvent]:
         if line.text.strip() == TRACEBACK_START:
             event, position = read_traceback(lines, position, header_before(lines, position))
             yield event
-        elif is_frame_line(line):  # a traceback pasted without its first lines
-            event, position = read_traceback(lines, position, None)
-            yield event
+        elif is_frame_line(line):  # perhaps a traceback pasted without its first lines
+            event, end = read_traceback(lines, position, None)
+            if ends_in_an_exception(event):
+                yield event
+            position = end
         else:
             position += 1
+
+
+def ends_in_an_exception(event: FailureEvent) -> bool:
+    """Frames without their 'Traceback' line are a traceback only when an exception line ends them
+    (not, say, a logger's stack dump followed by its next INFO line)."""
+    if not event.exception_lines or event.exception_lines[0].level in QUIET_LEVELS:
+        return False
+    text = event.exception_lines[0].text.strip()
+    return names_an_exception(text) or bool(EMBEDDED_EXCEPTION.search(text))
 
 
 def header_before(lines: list[LogLine], position: int) -> LogLine | None:
@@ -807,8 +844,10 @@ def header_before(lines: list[LogLine], position: int) -> LogLine | None:
     text = previous.text
     if not text.strip() or text[:1].isspace() or text.strip() == TRACEBACK_START:
         return None
-    if BARE_EXCEPTION_LINE.match(text.strip()):
+    if names_an_exception(text.strip()):
         return None  # the end of an earlier traceback
+    if previous.level in ("WARNING", *QUIET_LEVELS):
+        return None  # a warning logged with its traceback was survived; the next failure is not about it
     return previous
 
 
@@ -915,7 +954,7 @@ def choose_event(events: list[FailureEvent], rules: Rules) -> FailureEvent | Non
         return tracebacks[0]
     single_lines = [event for event in real if event.kind != "traceback"]
     # Of a traceback logged line by line at ERROR (its start cut off), the exception line.
-    exception_lines = [event for event in single_lines if BARE_EXCEPTION_LINE.match(event.final_exception)]
+    exception_lines = [event for event in single_lines if names_an_exception(event.final_exception)]
     if exception_lines or single_lines:
         return (exception_lines or single_lines)[0]
     return real[0] if real else None
@@ -965,7 +1004,7 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
 
 def is_frame_line(line: LogLine) -> bool:
     """'File ".../x.py", line N, in f' of a Python traceback."""
-    return line.text.lstrip().startswith("File ")
+    return bool(FRAME_LINE.match(line.text))
 
 
 def raising_frame(event: FailureEvent) -> str | None:
@@ -1353,6 +1392,7 @@ def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[En
 # "(APIServer pid=1) INFO 11-30 ...", "vllm-1  | INFO 11-30 ...", "INFO:     10.0.0.1 - ..."
 QUIET_RECORD = re.compile(
     r"(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*(?:INFO|DEBUG)[ :]"
+    r'|\{.*?"(?:level|severity|levelname)": ?(?:"(?i:info|debug|trace)"|[123]0\b)'
 )
 
 

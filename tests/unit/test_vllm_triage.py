@@ -16,6 +16,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage impor
     CAUSE_CLASSES,
     WINDOW_LINES,
     UnusableInput,
+    find_failure_events,
     general_remediation,
     load_rules,
     parse_log,
@@ -946,6 +947,35 @@ def test_a_structured_json_record_gives_its_level_and_message(record: str, level
     assert (line.level, line.text) == (level, text)
 
 
+@pytest.mark.parametrize(("record", "level", "text"), [
+    # the message's own vLLM prefix is read under the record's
+    ('{"level":"info","msg":"ERROR 06-03 08:39:32 [core.py:1] RuntimeError: CUDA error: an illegal memory access"}',
+     "ERROR", "RuntimeError: CUDA error: an illegal memory access"),
+    # docker's json-file log: the line is in "log", the level in it
+    ('{"log":"(APIServer pid=1) ERROR 06-03 08:39:32 [core.py:1] RuntimeError: x\\n","stream":"stderr",'
+     '"time":"2026-06-03T08:39:32.1Z"}', "ERROR", "RuntimeError: x"),
+    ('{"level":50,"msg":"engine failed","time":1}', "ERROR", "engine failed"),  # pino/bunyan numbers
+    ('{"level":"verbose","severity":"ALERT","message":"disk failing"}', "CRITICAL", "disk failing"),
+])
+def test_json_records_of_other_loggers(record: str, level: str, text: str):
+    line = parse_vllm_line(0, record, None, None, None)
+    assert (line.level, line.text) == (level, text)
+
+
+def test_a_json_record_with_a_traceback_in_it_keeps_the_traceback_readable(rules):
+    record = ('{"levelname":"ERROR","message":"EngineCore failed to start.","exc_info":"Traceback (most recent call '
+              'last):\\n  File \\"x.py\\", line 1, in f\\nRuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB"}\n')
+    report = triage_stream(io.BytesIO(record.encode()), rules)
+    assert report.cause_class == "gpu_memory_held_or_oom", report.root_cause
+
+
+def test_json_info_records_do_not_push_the_error_out_of_the_window(rules):
+    lines = ['{"level":"error","msg":"RuntimeError: CUDA error: no kernel image is available for execution"}']
+    lines += ['{"level":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}'] * (WINDOW_LINES + 1)
+    report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
+    assert report.found and "no kernel image" in report.root_cause
+
+
 def test_a_json_line_that_is_not_a_record_is_left_as_it_is():
     line = parse_vllm_line(0, '{"model": "x", "max_tokens": 4}', None, None, None)
     assert line.level is None and line.text == '{"model": "x", "max_tokens": 4}'
@@ -958,6 +988,7 @@ def test_a_binary_for_another_cpu_architecture_is_named_with_its_own_remedy(rule
            '"time":"2025-12-04T15:15:35.826445Z"}\n')
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "other" and "Exec format error" in report.root_cause
+    assert "{" not in report.root_cause  # the record's message, not the JSON line
     assert "architecture" in report.remediation and report.likely_class is None
 
 
@@ -990,7 +1021,79 @@ def test_a_traceback_pasted_without_its_first_lines_keeps_its_exception_and_fram
            "NotImplementedError: FlashInfer backend on SM90 currently crashes with sliding-window attention layers.\n")
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.root_cause.startswith("NotImplementedError: FlashInfer backend"), report.root_cause
-    assert report.cause_class == "attention_backend"
+    assert report.cause_class == "attention_backend" and report.traceback[0].startswith("File ")
+
+
+@pytest.mark.parametrize(("log", "cause"), [
+    # a message that starts with the word File is no frame
+    ("ERROR 06-03 08:39:32 [loader.py:12] File /models/llama/config.json does not exist\n"
+     "INFO 06-03 08:39:33 [launcher.py:80] Shutting down\n", "config.json does not exist"),
+    # frames ended by an ordinary line are no traceback: its INFO line is not an exception
+    ("ERROR 06-03 08:39:30 [loader.py:12] RuntimeError: weights could not be read\n"
+     "Stack (most recent call first):\n"
+     '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/model_loader/loader.py", line 5, in load\n'
+     "    log_stack()\n"
+     "INFO 06-03 08:39:31 [loader.py:90] Loading weights took 3.1 s\n", "weights could not be read"),
+])
+def test_frames_are_read_as_a_traceback_only_with_an_exception_after_them(rules, log: str, cause: str):
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert cause in report.root_cause, report.root_cause
+
+
+def test_an_exception_class_named_by_its_module_is_a_failure_line_without_any_rule(rules):
+    report = triage_stream(io.BytesIO(b"torch._dynamo.exc.Unsupported: generator\n"), rules)
+    assert report.found and report.root_cause.startswith("torch._dynamo.exc.Unsupported: generator")
+
+
+def test_a_module_named_exception_ending_a_traceback_is_not_the_next_ones_header(rules):
+    log = ("Traceback (most recent call last):\n"
+           '  File "/venv/lib/python3.12/site-packages/triton/runtime/autotuner.py", line 5, in run\n'
+           "    raise OutOfResources()\n"
+           "triton.runtime.autotuner.OutOfResources: out of resource: shared memory\n"
+           "Traceback (most recent call last):\n"
+           '  File "/venv/lib/python3.12/site-packages/vllm/engine/llm_engine.py", line 9, in step\n'
+           "    raise RuntimeError('x')\n"
+           "RuntimeError: Engine loop has died\n")
+    events = find_failure_events(parse_log(log), rules)
+    assert [event.header for event in events] == [None, None]
+
+
+@pytest.mark.parametrize("log", [
+    "Using AttentionBackendEnum.FLASHINFER backend.\nLoading safetensors checkpoint shards:  50% Completed | 1/2\n",
+    "WARNING 06-03 08:39:32 [cuda.py:1] FlashInfer backend is not available, falling back to FLASH_ATTN\n"
+    "Traceback (most recent call last):\n"
+    '  File "/venv/lib/python3.12/site-packages/vllm/model_executor/models/llama.py", line 5, in load_weights\n'
+    "    param = params_dict[name]\n"
+    "KeyError: 'model.layers.0.weight_scale'\n",
+])
+def test_naming_an_attention_backend_is_no_failure_of_it(rules, log: str):
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class != "attention_backend", report.root_cause
+
+
+def test_an_assert_on_the_vocab_size_is_not_a_vocab_mismatch(rules):
+    log = "    assert logits.shape[-1] == self.vocab_size\nAssertionError\n"
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.root_cause.startswith("AssertionError: assert logits.shape")
+    assert report.cause_class != "config_or_tokenizer"
+
+
+def test_an_assert_written_like_a_call_is_named_by_its_statement(rules):
+    report = triage_stream(io.BytesIO(b"assert(all(ok))\nAssertionError\n"), rules)
+    assert report.root_cause == "AssertionError: assert(all(ok))"
+
+
+@pytest.mark.parametrize("compiler", ["/usr/bin/gcc-12", "x86_64-linux-gnu-gcc-11", "clang-17", "/usr/bin/cc"])
+def test_a_versioned_compiler_run_is_a_compiler_run(rules, compiler: str):
+    log = f"subprocess.CalledProcessError: Command '['{compiler}', '/tmp/t/cuda_utils.c']' returned non-zero exit status 1.\n"
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "compile_cache", report.root_cause
+
+
+def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
+    data = json.loads(RULES_PATH.read_text(encoding="utf-8"))
+    wrapper = next(entry["pattern"] for entry in data["wrappers"] if entry["id"] == "compiler_invocation_failed")
+    assert any(rule.get("patterns") == [wrapper] for rule in data["causes"])
 
 
 def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
