@@ -826,12 +826,21 @@ HELD21_FAMILIES = [
     ("    raise ValueError(\nValueError: Prequant BitsAndBytes\n", "unsupported_model_or_gguf", "BitsAndBytes"),
 ]
 
+HELD22_FAMILIES = [
+    # NCCL could not grow its /dev/shm segment (a 64 MB pod): the space, not NCCL, is the cause
+    ("pod-5c86c57756-p7ghj:1:1 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-H1dBqY to "
+     "9637892 bytes\n", "disk_or_shm_space", "failed to extend"),
+    # a compiled library (FlashInfer's) needs a newer C library than the image has
+    ("ERROR 08-04 07:35:11 [core.py:515] OSError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found "
+     "(required by /usr/local/lib/python3.12/site-packages/flashinfer/data/libflashinfer.so)\n", "other", "GLIBC_2.32"),
+]
+
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
-                         + HELD20_FAMILIES + HELD21_FAMILIES)
+                         + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -1094,6 +1103,12 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     data = json.loads(RULES_PATH.read_text(encoding="utf-8"))
     wrapper = next(entry["pattern"] for entry in data["wrappers"] if entry["id"] == "compiler_invocation_failed")
     assert any(rule.get("patterns") == [wrapper] for rule in data["causes"])
+
+
+def test_a_library_needing_a_newer_glibc_is_named_with_its_own_remedy(rules):
+    log = "OSError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /opt/x/libfoo.so)\n"
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and "glibc" in report.remediation and report.likely_class is None
 
 
 def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
