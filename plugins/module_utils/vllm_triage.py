@@ -1110,7 +1110,9 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
     if chosen is None or classification is None:
         report = report_without_real_cause(events, benign_suppressed, wrappers_seen)
         report.benign_dropped = dict(benign_ids)
-        return with_likely_class(report, not_benign, rules)
+        # Only wrappers: the cause was printed where this log does not reach, so its words are no
+        # evidence of it (on the corpus the guess was wrong for each such log it was made for).
+        return report if events else with_likely_class(report, not_benign, rules)
     duplicates = duplicates_of(chosen, events, rules) if real_exceptions(chosen, rules) else []
     report = TriageReport(
         found=True,

@@ -110,6 +110,18 @@ def test_a_log_that_shows_a_requested_stop_gets_no_likely_class(rules):
     assert not report.found and report.likely_class is None
 
 
+def test_a_log_of_wrappers_only_gets_no_likely_class_whatever_the_words_say(rules):
+    """The cause was printed where the log does not reach: its words (here Ray's memory monitor's)
+    are no evidence of it."""
+    log = UNNAMED_HOST_MEMORY_FAILURE.replace(
+        "RuntimeError: the actor ended unexpectedly before finishing this task",
+        "vllm.engine.async_llm_engine.AsyncEngineDeadError: Task finished unexpectedly. This should never happen!")
+    assert rules.word_model.likeliest(words_of(log.splitlines())) == "host_oom"
+    report = triage(parse_log(log), rules)
+    assert report.root_cause.startswith("only a generic wrapper was logged")
+    assert report.cause_class == "other" and report.likely_class is None
+
+
 def test_a_log_with_no_failure_line_and_no_stop_gets_a_likely_class(rules):
     log = "INFO 12-01 10:00:00 ray_utils.py:100] node memory usage 97%, raylet is killing workers\n" * 3
     report = triage(parse_log(log), rules)
