@@ -66,6 +66,12 @@ def every_named_pattern(rules):
             *rules.startup_progress, *rules.startup_complete, *rules.warnings_that_fail]
 
 
+def test_rules_file_has_no_template_markers():
+    """The rules reach the module as a task argument, which Ansible templates: '{{' in a remedy fails the task."""
+    text = RULES_PATH.read_text(encoding="utf-8")
+    assert not [marker for marker in ("{{", "{%", "{#") if marker in text]
+
+
 def test_the_lower_case_fast_path_agrees_with_the_rules_on_every_known_line(rules):
     # The streaming pass tests lower-cased lines with case-sensitive copies of the patterns; on every
     # line of the fixtures and the public corpus they must say what the rules' own regexes say.
