@@ -52,6 +52,7 @@ LINE_CONTINUATION_MAX = 3
 # A message that ends in ':' ("... the WNA16 linear layer. Reasons:") lists its details below.
 LISTED_DETAILS_MAX = 8
 SECONDARY_LEVELS = ("WARNING", "ERROR", "CRITICAL")
+QUIET_LEVELS = ("INFO", "DEBUG")
 # A process that died is usually the consequence of an error printed elsewhere in the log.
 WEAK_CLASSES = ("worker_killed",)
 SUPPORTING_EVIDENCE_LINES = 3
@@ -237,6 +238,8 @@ class Rules:
     startup_complete: list[Pattern] = field(default_factory=list)
     # fatal-line rules that name a failure inside a warning: such a line is not dropped as benign
     warnings_that_fail: list[Pattern] = field(default_factory=list)
+    # fatal-line rules that name a failure vLLM logs at INFO ("No platform detected ...")
+    info_lines_that_fail: list[Pattern] = field(default_factory=list)
     # the corpus's words per class (triage_words), asked when no rule names a cause
     word_model: Optional[WordModel] = None
 
@@ -543,6 +546,7 @@ def rules_from_data(data: dict[str, Any]) -> Rules:
         startup_complete=[named_pattern(entry) for entry in data.get("startup_complete", [])],
         warnings_that_fail=[named_pattern(entry) for entry in data.get("fatal_lines", [])
                             if entry.get("keeps_benign")],
+        info_lines_that_fail=[named_pattern(entry) for entry in data.get("fatal_lines", []) if entry.get("at_info")],
         word_model=word_model_from_rules(data.get("word_model")),
     )
 
@@ -801,8 +805,8 @@ def is_fatal_line(line: LogLine, rules: Rules) -> bool:
         return False
     if line.level in LOGGED_FAILURE_LEVELS:
         return True
-    if line.level in ("DEBUG", "INFO"):
-        return False
+    if line.level in QUIET_LEVELS:
+        return first_matching(rules.info_lines_that_fail, text) is not None
     if names_an_exception(text) or first_matching(rules.fatal_lines, text) is not None:
         return True
     # Indented lines are traceback frames or a warning's source line, unless they carry an
@@ -1326,7 +1330,6 @@ WINDOW_LINES = 20_000
 FORMAT_SAMPLE_LINES = 50
 STREAM_BATCH_LINES = 4096
 BINARY_SNIFF_BYTES = 8192
-QUIET_LEVELS = ("INFO", "DEBUG")
 
 
 class UnusableInput(Exception):
@@ -1404,7 +1407,7 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
     whatever it is (a log that stops mid-start-up ends with one)."""
     window: Any = deque(maxlen=WINDOW_LINES)
     benign: Counter[str] = Counter()
-    keep_anyway = [*rules.attempt_start, *rules.stop_requested, *rules.startup_complete]
+    keep_anyway = [*rules.attempt_start, *rules.stop_requested, *rules.startup_complete, *rules.info_lines_that_fail]
     last: tuple[int, Entry] | None = None
     last_benign: str | None = None
     index = 0

@@ -1098,6 +1098,24 @@ def test_a_failure_with_a_remedy_of_its_own(rules, log: str, cause_class: str, i
     assert not any(words in report.remediation for words in not_in_remedy)
 
 
+@pytest.mark.parametrize(("after", "cause"), [
+    ("", "No platform detected"),  # held22's llm-d pod without its GPU: the log ends there
+    ("(EngineCore pid=7) ERROR 05-20 20:12:27 [core.py:1] RuntimeError: Device string must not be empty\n",
+     "Device string must not be empty"),
+])
+def test_vllm_finding_no_platform_at_info_is_a_failure(rules, after: str, cause: str):
+    log = ("Defaulted container \"vllm\" out of: vllm, routing-proxy (init)\n"
+           "INFO 05-20 20:12:25 [__init__.py:252] No platform detected, vLLM is running on UnspecifiedPlatform\n"
+           + after)
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "driver_cuda_mismatch" and cause in report.root_cause, report.root_cause
+
+
+def test_other_info_lines_are_never_fatal(rules):
+    log = "INFO 05-20 20:12:25 [__init__.py:252] Automatically detected platform cuda.\n"
+    assert not triage_stream(io.BytesIO(log.encode()), rules).found
+
+
 def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
     """config_or_tokenizer's first rule is Kubernetes's VLLM_PORT=tcp://...; a loose hit is not that."""
     general = next(rule for rule in rules.causes if rule.cause_class == "config_or_tokenizer" and not rule.narrow)
