@@ -1090,8 +1090,8 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     ("OSError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /opt/x/libfoo.so)\n",
      "other", ["glibc"], []),
 ])
-def test_a_failure_with_a_remedy_of_its_own(rules, log: str, cause_class: str, in_remedy: list[str],
-                                             not_in_remedy: list[str]):
+def test_a_failure_with_a_remedy_of_its_own(rules, log: str, cause_class: str,
+                                            in_remedy: list[str], not_in_remedy: list[str]):
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == cause_class and report.likely_class is None, report.root_cause
     assert all(words in report.remediation for words in in_remedy)
