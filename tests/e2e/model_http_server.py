@@ -55,7 +55,7 @@ class Handler(BaseHTTPRequestHandler):
         path = state.root / self.path.lstrip("/").split("?")[0]
         wanted = self.headers.get("Range")
         if not path.is_file():
-            self.record(wanted, 404, 0)
+            self.record(wanted, 404)
             self.send_error(404)
             return
         size = path.stat().st_size
@@ -65,7 +65,7 @@ class Handler(BaseHTTPRequestHandler):
             start = int(match[1])
             end = int(match[2]) if match[2] else size - 1
             if start >= size:
-                self.record(wanted, 416, 0)
+                self.record(wanted, 416)
                 self.send_response(416)
                 self.send_header("Content-Range", f"bytes */{size}")
                 self.send_header("Content-Length", "0")
@@ -73,7 +73,7 @@ class Handler(BaseHTTPRequestHandler):
                 return
             status = 206
         # logged as it arrives: a client that gives up early must not outrun its own log entry
-        entry = self.record(wanted, status, 0, "GET" if body else "HEAD")
+        entry = self.record(wanted, status, "GET" if body else "HEAD")
         self.send_response(status)
         self.send_header("Content-Length", str(end - start + 1))
         self.send_header("Accept-Ranges", "bytes")
@@ -108,8 +108,9 @@ class Handler(BaseHTTPRequestHandler):
                     self.connection.shutdown(2)  # the peer sees the body end early
                     break
 
-    def record(self, wanted: str | None, status: int, sent: int, method: str = "GET") -> ServedRequest:
-        entry = ServedRequest(method, self.path, wanted, status, sent)
+    def record(self, wanted: str | None, status: int, method: str = "GET") -> ServedRequest:
+        """Log the request as it arrives; its bytes_sent grows as the body goes out."""
+        entry = ServedRequest(method, self.path, wanted, status, 0)
         with self.server.state.lock:
             self.server.state.log.append(entry)
         return entry

@@ -932,13 +932,6 @@ def test_an_assertion_in_a_traceback_is_named_by_its_statement(rules):
     ('{"level":"fatal","msg":"failed to start the engine","error":"no GPU found"}', "CRITICAL",
      "failed to start the engine: no GPU found"),
     ('{"severity": "warning", "message": "slow disk"}', "WARNING", "slow disk"),
-])
-def test_a_structured_json_record_gives_its_level_and_message(record: str, level: str, text: str):
-    line = parse_vllm_line(0, record, None, None, None)
-    assert (line.level, line.text) == (level, text)
-
-
-@pytest.mark.parametrize(("record", "level", "text"), [
     # the message's own vLLM prefix is read under the record's
     ('{"level":"info","msg":"ERROR 06-03 08:39:32 [core.py:1] RuntimeError: CUDA error: an illegal memory access"}',
      "ERROR", "RuntimeError: CUDA error: an illegal memory access"),
@@ -948,7 +941,7 @@ def test_a_structured_json_record_gives_its_level_and_message(record: str, level
     ('{"level":50,"msg":"engine failed","time":1}', "ERROR", "engine failed"),  # pino/bunyan numbers
     ('{"level":"verbose","severity":"ALERT","message":"disk failing"}', "CRITICAL", "disk failing"),
 ])
-def test_json_records_of_other_loggers(record: str, level: str, text: str):
+def test_a_structured_json_record_gives_its_level_and_message(record: str, level: str, text: str):
     line = parse_vllm_line(0, record, None, None, None)
     assert (line.level, line.text) == (level, text)
 
