@@ -811,7 +811,9 @@ def is_fatal_line(line: LogLine, rules: Rules) -> bool:
         return True
     # Indented lines are traceback frames or a warning's source line, unless they carry an
     # exception of their own (a fragment pasted with leading spaces).
-    return bool(EMBEDDED_EXCEPTION.search(text)) and not text.startswith(("File ", "raise ", "return "))
+    if is_frame_line(line) or text.startswith(("raise ", "return ")):
+        return False
+    return bool(EMBEDDED_EXCEPTION.search(text))
 
 
 def tracebacks_in_stream(lines: list[LogLine]) -> Iterator[FailureEvent]:
@@ -1395,10 +1397,18 @@ def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[En
 
 
 # "(APIServer pid=1) INFO 11-30 ...", "vllm-1  | INFO 11-30 ...", "INFO:     10.0.0.1 - ..."
-QUIET_RECORD = re.compile(
+QUIET_TEXT_RECORD = re.compile(
     r"(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*(?:INFO|DEBUG)[ :]"
-    r'|\{.*?"(?:level|severity|levelname)": ?(?:"(?i:info|debug|trace)"|[123]0\b)'
 )
+QUIET_LEVELS = ("INFO", "DEBUG")
+
+
+def is_quiet_record(message: str) -> bool:
+    """An INFO or DEBUG record: a text line by a cheap match, a structured (JSON) one by its parsed
+    level, so that the window and the parser agree on what a record's level is."""
+    if QUIET_TEXT_RECORD.match(message):
+        return True
+    return '{"' in message and parse_vllm_line(0, message, None, None, None).level in QUIET_LEVELS
 
 
 def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter[str]]:
@@ -1434,7 +1444,7 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
                 benign[pattern.id] += 1
                 last, last_benign = (position, entry), pattern.id
                 continue
-            if QUIET_RECORD.match(message) and (not keep_here or first_matching(keep_here, message, lowered) is None):
+            if is_quiet_record(message) and (not keep_here or first_matching(keep_here, message, lowered) is None):
                 last, last_benign = (position, entry), None
                 continue
             window.append((position, entry))

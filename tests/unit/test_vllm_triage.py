@@ -18,6 +18,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage impor
     UnusableInput,
     find_failure_events,
     general_remediation,
+    is_fatal_line,
     load_rules,
     parse_log,
     parse_vllm_line,
@@ -953,11 +954,38 @@ def test_a_json_record_with_a_traceback_in_it_keeps_the_traceback_readable(rules
     assert report.cause_class == "gpu_memory_held_or_oom", report.root_cause
 
 
-def test_json_info_records_do_not_push_the_error_out_of_the_window(rules):
+@pytest.mark.parametrize("quiet", [
+    '{"level":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}',
+    '{"lvl":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}',
+    '{"severity":"NOTICE","message":"Avg prompt throughput: 0.0 tokens/s"}',
+    '{"level":30,"msg":"Avg prompt throughput: 0.0 tokens/s"}',
+    # docker's json-file log: the level is the line's own
+    '{"log":"(APIServer pid=1) INFO 06-03 08:39:32 [loggers.py:1] Avg prompt throughput: 0.0 tokens/s\\n",'
+    '"stream":"stdout"}',
+])
+def test_json_info_records_do_not_push_the_error_out_of_the_window(rules, quiet: str):
     lines = ['{"level":"error","msg":"RuntimeError: CUDA error: no kernel image is available for execution"}']
-    lines += ['{"level":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}'] * (WINDOW_LINES + 1)
+    lines += [quiet] * (WINDOW_LINES + 1)
     report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
     assert report.found and "no kernel image" in report.root_cause
+
+
+def test_an_error_inside_a_json_info_record_stays_in_the_window(rules):
+    """The message's own prefix says more than the record's level, as when it is parsed."""
+    lines = ['{"level":"info","msg":"ERROR 06-03 08:39:32 [core.py:1] RuntimeError: CUDA error: an illegal memory '
+             'access was encountered"}']
+    lines += ['{"level":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}'] * (WINDOW_LINES + 1)
+    report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
+    assert report.found and "illegal memory access" in report.root_cause, report.root_cause
+
+
+@pytest.mark.parametrize(("text", "fatal"), [
+    ("File /models/q/model-00001-of-00004.safetensors: SafetensorError: Error while deserializing header", True),
+    ('  File "/app/run.py", line 12, in load (RuntimeError: x)', False),  # a frame, not a failure
+    ("    raise ValueError: x", False),  # a source line
+])
+def test_only_a_frame_or_source_line_hides_an_exception_it_shows(rules, text: str, fatal: bool):
+    assert is_fatal_line(parse_vllm_line(0, text, None, None, None), rules) is fatal
 
 
 def test_a_json_line_that_is_not_a_record_is_left_as_it_is():
