@@ -842,12 +842,33 @@ HELD22_FAMILIES = [
      "(required by /usr/local/lib/python3.12/site-packages/flashinfer/data/libflashinfer.so)\n", "other", "GLIBC_2.32"),
 ]
 
+HELD23_FAMILIES = [
+    # Gloo given an interface it cannot find (NCCL's "^lo" exclusion syntax in GLOO_SOCKET_IFNAME)
+    ("RuntimeError: [enforce fail at ../gloo/transport/tcp/device.cc:84] ifa != nullptr. Unable to find address "
+     "for: ^lo\n", "bind_address", "Unable to find address"),
+    # transformers' config mapping does not know the model_type: a KeyError, the frame says which
+    ("Traceback (most recent call last):\n"
+     '  File "/venv/lib/python3.10/site-packages/transformers/models/auto/configuration_auto.py", line 1092, in '
+     "from_pretrained\n"
+     '    config_class = CONFIG_MAPPING[config_dict["model_type"]]\n'
+     '  File "/venv/lib/python3.10/site-packages/transformers/models/auto/configuration_auto.py", line 794, in '
+     "__getitem__\n"
+     "    raise KeyError(key)\n"
+     "KeyError: 'gemma3'\n", "unsupported_model_or_gguf", "gemma3"),
+    ("ERROR 03-20 10:37:00 engine.py:389] You can update Transformers with the command `pip install --upgrade "
+     "transformers`.\n", "unsupported_model_or_gguf", "update Transformers"),
+    # the KV offload's region in /dev/shm could not be populated (a full tmpfs); EFAULT is no config problem
+    ("Traceback (most recent call last):\n"
+     '  File ".../vllm/v1/kv_offload/cpu/shared_offload_region.py", line 100, in __init__\n'
+     "    self.mmap_obj.madvise(\n"
+     "OSError: [Errno 14] Bad address\n", "disk_or_shm_space", "Bad address"),
+]
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
-                         + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES)
+                         + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
