@@ -64,9 +64,10 @@ CATCH_ALL_MARGIN = 6.0
 # (APIServer pid=123) / (EngineCore_DP0 pid=123) / (VllmWorker rank=0 pid=7) /
 # (RayWorkerWrapper pid=67451, ip=10.1.0.7) / (ServeReplica:default:app pid=526); Ray nests them.
 VLLM_PROCESS_PREFIX = re.compile(
-    r"^\((?P<process>[\w.:\-]+)(?: rank=\d+)? pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\) ?"
+    r"^\((?P<process>[\w.:\-]+(?: [A-Z]{2}\d+)*)(?: rank=\d+)? pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\) ?"
 )
-RAY_DAEMON_PREFIX = re.compile(r"^\((?P<process>raylet|gcs_server|autoscaler)(?:, ip=[\d.]+)?\) ?")
+# "(raylet, ip=10.0.0.7)", "(autoscaler +34s)": Ray's daemons, the autoscaler with its uptime
+RAY_DAEMON_PREFIX = re.compile(r"^\((?P<process>raylet|gcs_server|autoscaler)(?: \+\d+[smhd])?(?:, ip=[\d.]+)?\) ?")
 # torch.distributed prefixes every line of a rank's output: "[rank0]: ..."
 TORCH_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
 # Container runtimes and CI systems put their own timestamp in front of each line.
@@ -83,6 +84,8 @@ KERNEL_TIMESTAMP = re.compile(r"^\[(?:\s*\d+\.\d+|\w{3} \w{3} [ \d]\d \d\d:\d\d:
 ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m|\[[0-9;]+m")
 # A whole line between the same markdown emphasis marks, as pasted into an issue body.
 MARKDOWN_EMPHASIS = re.compile(r"^\s*(?P<mark>\*\*|__|`)(?P<inner>\S.*?\S)(?P=mark)\s*$")
+# A line quoted in an issue comment ("> (APIServer pid=1) ERROR ..."), perhaps quoted again.
+MARKDOWN_QUOTE = re.compile(r"^(?:> ?)+")
 # ERROR 11-30 14:52:01 [core.py:700] message   (vLLM repeats this on every line of a record);
 # vLLM before 0.8: "ERROR 08-23 08:25:25 worker.py:226] message"; some builds drop the seconds.
 VLLM_LEVEL_PREFIX = re.compile(
@@ -430,7 +433,10 @@ def parse_vllm_line(
 
 
 def strip_markdown_emphasis(rest: str) -> str:
-    """A line pasted into an issue as **bold** or `code` loses the marks (both ends, the same mark)."""
+    """A line pasted into an issue as **bold** or `code` loses the marks (both ends, the same mark),
+    a quoted one its quote marks."""
+    if rest[:1] == ">":
+        rest = MARKDOWN_QUOTE.sub("", rest, count=1)
     match = MARKDOWN_EMPHASIS.match(rest)
     return match["inner"] if match else rest
 
@@ -752,9 +758,10 @@ def explained_assertion(text: str, lines_before: list[LogLine]) -> str:
 
 def continues_message(line: LogLine, listing: bool = False) -> bool:
     """"  at torch/_inductor/utils.py:3442 ..." under an exception, or a line a terminal wrapped;
-    under a message that announces a list (`listing`), any raw line."""
+    under a message that announces a list (`listing`), any raw line. A Python frame is the stack
+    that follows (a reported segfault's), not the message."""
     text = line.text
-    if not text.strip() or line.level is not None:
+    if not text.strip() or line.level is not None or is_frame_line(line):
         return False
     return listing or text[:1].isspace() or text[:1].islower()
 
@@ -1200,13 +1207,14 @@ def quoted_exception_events(lines: list[LogLine], rules: Rules) -> list[FailureE
 def cause_phrase_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent]:
     """Last resort for a pasted message without an exception class ("[Errno 99] Cannot assign
     requested address", "FlexAttention does not support sliding window yet."): a line that
-    names a known cause. Only raw lines and logged errors, never info or warning records."""
+    names a known cause. Only raw lines and logged errors, never info or warning records, nor a
+    traceback's frame (its function's name, "in ncclCommInitRank", is no failure)."""
     events = []
     for line in lines:
         if first_matching(rules.stop_requested, line.text):
             break
         if (line.level not in (None, *LOGGED_FAILURE_LEVELS) or is_wrapper(line.text, rules)
-                or CONFIGURATION_DUMP.search(line.text)):
+                or CONFIGURATION_DUMP.search(line.text) or is_frame_line(line)):
             continue
         text = line.text.strip()
         if text and specific_rule([text], rules) is not None:

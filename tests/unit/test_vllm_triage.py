@@ -863,12 +863,38 @@ HELD23_FAMILIES = [
      "    self.mmap_obj.madvise(\n"
      "OSError: [Errno 14] Bad address\n", "disk_or_shm_space", "Bad address"),
 ]
+HELD24_FAMILIES = [
+    # ptxas older than the GPU (sm_103a): Triton's PTXAS error only wraps ptxas's own line, logged by a
+    # worker whose process tag has a space in it
+    ("torch._inductor.exc.InductorError: RuntimeError: Failed to run autotuning code block: No valid triton "
+     "configs. PTXASError: PTXAS error: Internal Triton PTX codegen error\n"
+     "(VllmWorker TP0 pid=9311) ERROR 08-25 01:25:18 [multiproc_executor.py:602] `ptxas` stderr:\n"
+     "(VllmWorker TP0 pid=9311) ERROR 08-25 01:25:18 [multiproc_executor.py:602] ptxas fatal   : Value 'sm_103a' "
+     "is not defined for option 'gpu-name'\n", "driver_cuda_mismatch", "sm_103a"),
+    # without ptxas's own lines the wrapper is still a compilation failure
+    ("torch._inductor.exc.InductorError: RuntimeError: Failed to run autotuning code block: No valid triton "
+     "configs. PTXASError: PTXAS error: Internal Triton PTX codegen error\n", "compile_cache", "PTXAS error"),
+    ("RuntimeError: Cannot find any model weights with `/models/vicuna-13b`\n", "config_or_tokenizer",
+     "Cannot find any model weights"),
+    ("ERROR 06-24 15:31:46 engine.py:389] Cache directory not found: /data/.cache/huggingface. Please use `cache_dir` "
+     "argument or set `HF_HUB_CACHE` environment variable.\n", "config_or_tokenizer", "Cache directory not found"),
+    # older vLLM found no room for the KV cache; the paste stops inside the traceback that followed
+    ("INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 0, # CPU blocks: 256\n"
+     "Traceback (most recent call last):\n", "gpu_memory_held_or_oom", "# GPU blocks: 0"),
+    # Ray cannot place the GPUs asked for: too few GPUs (configuration), or a node IP Ray does not know
+    ("(autoscaler +34s) Error: No available node types can fulfill resource request defaultdict(<class 'float'>, "
+     "{'CPU': 8.0, 'GPU': 8.0}). Add suitable node types to this cluster to resolve this issue.\n",
+     "config_or_tokenizer", "No available node types"),
+    ("(autoscaler +13s) Error: No available node types can fulfill resource request {'node:10.1.2.3': 0.001, "
+     "'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue.\n", "bind_address", "node:10.1.2.3"),
+]
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
-                         + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES)
+                         + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES
+                         + HELD24_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -1007,6 +1033,38 @@ def test_an_error_inside_a_json_info_record_stays_in_the_window(rules):
 ])
 def test_only_a_frame_or_source_line_hides_an_exception_it_shows(rules, text: str, fatal: bool):
     assert is_fatal_line(parse_vllm_line(0, text, None, None, None), rules) is fatal
+
+
+def test_a_line_quoted_in_a_comment_is_read_as_its_record():
+    line = parse_vllm_line(0, "> > (APIServer pid=3478) ERROR 10-16 16:27:53 [core_client.py:564] Engine core died",
+                           None, None, None)
+    assert (line.process, line.pid, line.level, line.text) == ("APIServer", 3478, "ERROR", "Engine core died")
+
+
+def test_a_process_tag_with_a_rank_word_is_read():
+    line = parse_vllm_line(0, "(VllmWorker TP1 pid=9312) ERROR 08-25 01:25:18 [multiproc_executor.py:602] x", None,
+                           None, None)
+    assert (line.process, line.pid, line.level, line.text) == ("VllmWorker TP1", 9312, "ERROR", "x")
+
+
+def test_a_frame_naming_a_function_is_no_cause_and_a_reported_segfault_is_a_failure(rules):
+    """held11's HAMi crash: the frame "in ncclCommInitRank" had made it an NCCL failure."""
+    log = ("!!!!!!! Segfault encountered !!!!!!!\n"
+           '  File "/libvgpu/src/cuda/memory.c", line 582, in cuMemCreate\n'
+           '  File "/dvs/p4/build/sw/gpgpu/nccl/gitfusion/stable/src/init.cc", line 1852, in ncclCommInitRank\n')
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.found and report.root_cause.startswith("!!!!!!! Segfault encountered"), report.root_cause
+    assert report.cause_class != "nccl"
+
+
+def test_torch_24s_process_group_warning_is_benign(rules):
+    log = ("TypeError: 'NoneType' object is not callable\n"
+           "[rank0]:[W324 10:53:37.985081939 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT been "
+           "destroyed before we destruct ProcessGroupNCCL. On normal program exit, the application should call "
+           "destroy_process_group to ensure that any pending NCCL operations have finished in this process.\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class != "nccl" and "TypeError" in report.root_cause, report.root_cause
+    assert report.benign_dropped.get("process_group_not_destroyed") == 1
 
 
 def test_a_json_line_that_is_not_a_record_is_left_as_it_is():
