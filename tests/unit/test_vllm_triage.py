@@ -888,13 +888,18 @@ HELD24_FAMILIES = [
     ("(autoscaler +13s) Error: No available node types can fulfill resource request {'node:10.1.2.3': 0.001, "
      "'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue.\n", "bind_address", "node:10.1.2.3"),
 ]
+HELD25_FAMILIES = [
+    # the checkpoint has a tensor (a quantization scale) the model's loader does not know
+    ('    param = params_dict[name]\n'
+     "KeyError: 'layers.0.mlp.down_proj.weight_scale'\n", "unsupported_model_or_gguf", "weight_scale"),
+]
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
                          + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES
-                         + HELD24_FAMILIES)
+                         + HELD24_FAMILIES + HELD25_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -1047,6 +1052,12 @@ def test_every_pattern_the_streaming_pass_tries_on_each_line_has_a_literal_hint(
     per_line = [*rules.benign, *rules.attempt_start, *rules.stop_requested, *rules.startup_complete,
                 *rules.info_lines_that_fail]
     assert [pattern.id for pattern in per_line if pattern.hint is None] == []
+
+
+@pytest.mark.parametrize("key", ["getpwuid(): uid not found: 1000", "rope_scaling.type", "model.layers.0.mlp"])
+def test_a_key_error_that_names_no_tensor_is_no_unknown_weight(rules, key: str):
+    report = triage_stream(io.BytesIO(f"KeyError: '{key}'\n".encode()), rules)
+    assert report.cause_class != "unsupported_model_or_gguf", report.root_cause
 
 
 def test_a_process_tag_with_a_rank_word_is_read():
