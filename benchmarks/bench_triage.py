@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Benchmark the triage on a big generated log: seconds and peak RSS of one CLI run.
 
-    python3 benchmarks/bench_triage.py [--size-mb 1024] [--baseline GIT_REF] [--keep]
+    python3 benchmarks/bench_triage.py [--size-mb 1024] [--format text|docker-json|json-logger]
+                                       [--baseline GIT_REF] [--keep]
 
 Writes a log of the given size to a temporary directory (vLLM request/metrics lines,
 warnings, progress bars, a port-in-use failure at the end), runs tools/triage.py on it in a
-child process and prints the wall time, the child's peak RSS and the class it named.
+child process and prints the wall time, the child's peak RSS and the class it named. --format
+writes each line as docker's json-file record ({"log": line}) or as a JSON logger's record
+({"level": ..., "msg": ...}) instead of plain text.
 With --baseline, the triage of that commit (its CLI, module_utils and rules) runs on the same
 log right after, and the ratio of the two times is printed.
 """
@@ -45,17 +48,30 @@ FAILURE = (
 )
 
 
-def write_log(path: Path, size_bytes: int) -> int:
+LEVEL_WORDS = ("ERROR", "WARNING", "INFO")
+
+
+def as_record(line: str, log_format: str) -> str:
+    if log_format == "docker-json":
+        return json.dumps({"log": line + "\n", "stream": "stderr", "time": "2026-11-30T14:00:00.000000001Z"})
+    if log_format == "json-logger":
+        level = next((word for word in LEVEL_WORDS if f" {word} " in line or f" {word}:" in line), "INFO")
+        return json.dumps({"level": level.lower(), "msg": line, "logger": "vllm"})
+    return line
+
+
+def write_log(path: Path, size_bytes: int, log_format: str = "text") -> int:
     lines = 0
     with path.open("w", encoding="utf-8") as out:
         while out.tell() < size_bytes:
             chunk = [
-                FILLER[i % len(FILLER)].format(m=(i // 60) % 60, s=i % 60, n=i % 10_000, k=i % 100)
+                as_record(FILLER[i % len(FILLER)].format(m=(i // 60) % 60, s=i % 60, n=i % 10_000, k=i % 100),
+                          log_format)
                 for i in range(lines, lines + CHUNK_LINES)
             ]
             out.write("\n".join(chunk) + "\n")
             lines += CHUNK_LINES
-        out.write(FAILURE)
+        out.write("".join(as_record(line, log_format) + "\n" for line in FAILURE.splitlines()))
     return lines + 4
 
 
@@ -83,12 +99,14 @@ def baseline_cli(ref: str, into: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size-mb", type=int, default=1024)
+    parser.add_argument("--format", choices=("text", "docker-json", "json-logger"), default="text",
+                        help="how each line is written (default: text)")
     parser.add_argument("--keep", action="store_true", help="keep the generated log")
     parser.add_argument("--baseline", metavar="GIT_REF", help="also time the triage of this commit on the same log")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-triage-") as tmp:
         log = Path(tmp) / "big.log"
-        lines = write_log(log, args.size_mb * 1024 * 1024)
+        lines = write_log(log, args.size_mb * 1024 * 1024, args.format)
         seconds, peak_mb, exit_code, report = timed_triage(CLI, log)
         print(f"log: {log.stat().st_size / 1024 / 1024:.0f} MiB, {lines} lines")
         print(f"seconds: {seconds:.1f}")

@@ -67,7 +67,7 @@ VLLM_PROCESS_PREFIX = re.compile(
     r"^\((?P<process>[\w.:\-]+(?: [A-Z]{2}\d+)*)(?: rank=\d+)? pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\) ?"
 )
 # "(raylet, ip=10.0.0.7)", "(autoscaler +34s)": Ray's daemons, the autoscaler with its uptime
-RAY_DAEMON_PREFIX = re.compile(r"^\((?P<process>raylet|gcs_server|autoscaler)(?: \+\d+[smhd])?(?:, ip=[\d.]+)?\) ?")
+RAY_DAEMON_PREFIX = re.compile(r"^\((?P<process>raylet|gcs_server|autoscaler)(?: \+(?:\d+[dhms])+)?(?:, ip=[\d.]+)?\) ?")
 # torch.distributed prefixes every line of a rank's output: "[rank0]: ..."
 TORCH_RANK_PREFIX = re.compile(r"^\[rank\d+\]: ?")
 # Container runtimes and CI systems put their own timestamp in front of each line.
@@ -115,7 +115,8 @@ JOURNAL_MARKER = re.compile(r"^-- .* --$|^-- No entries --$")
 # Structured records, one JSON object a line (container runtimes, Go and Python JSON loggers, docker's
 # json-file log whose "log" holds the line as the program wrote it).
 JSON_RECORD_LEVEL_KEYS = ("level", "severity", "levelname", "lvl")
-JSON_RECORD_MESSAGE_KEYS = ("msg", "message", "log")
+# structlog writes its message as "event", GCP's log export as "textPayload"
+JSON_RECORD_MESSAGE_KEYS = ("msg", "message", "log", "event", "textPayload")
 JSON_RECORD_ERROR_KEYS = ("error", "err")
 # A record that carries a traceback in a field is left as a raw line: its exception stays readable.
 JSON_RECORD_TRACEBACK_KEYS = ("exc_info", "exception", "stack_trace", "stacktrace", "stack")
@@ -350,11 +351,8 @@ def detect_format(raw_lines: list[str]) -> str:
 
 
 def looks_like_journal_json(line: str) -> bool:
-    try:
-        entry = json.loads(line)
-    except ValueError:
-        return False
-    return isinstance(entry, dict) and "MESSAGE" in entry
+    entry = decoded_object(line)
+    return entry is not None and "MESSAGE" in entry
 
 
 # message, pid, timestamp, invocation id (Optional, not `| None`: an alias is evaluated on import,
@@ -368,7 +366,7 @@ def parse_journal_json(raw_lines: list[str]) -> Iterator[Entry]:
             continue
         try:
             entry = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
             yield (line, None, None, None)
             continue
         if not isinstance(entry, dict):
@@ -495,11 +493,8 @@ def json_record(text: str) -> tuple[str | None, str] | None:
     """The level (None where the record has none, as docker's json-file) and message of a
     structured record ('{"level": "error", "msg": ...}'); a Go logger's separate "error" field is
     appended to the message."""
-    try:
-        record = json.loads(text)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or any(key in record for key in JSON_RECORD_TRACEBACK_KEYS):
+    record = decoded_object(text)
+    if record is None or any(key in record for key in JSON_RECORD_TRACEBACK_KEYS):
         return None
     message = first_string(record, JSON_RECORD_MESSAGE_KEYS)
     level = json_record_level(record)
@@ -508,6 +503,14 @@ def json_record(text: str) -> tuple[str | None, str] | None:
     error = first_string(record, JSON_RECORD_ERROR_KEYS)
     message = message.rstrip("\r\n")
     return level, f"{message}: {error}" if error and not message.endswith(error) else message
+
+
+def decoded_object(text: str) -> dict[str, Any] | None:
+    try:
+        record = json.loads(text)
+    except (ValueError, RecursionError):  # a line of thousands of nested brackets
+        return None
+    return record if isinstance(record, dict) else None
 
 
 def json_record_level(record: dict[str, Any]) -> str | None:
@@ -1404,19 +1407,38 @@ def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[En
     return zip(raw_lines, repeat(None), repeat(None), repeat(None))
 
 
-# "(APIServer pid=1) INFO 11-30 ...", "vllm-1  | INFO 11-30 ...", "INFO:     10.0.0.1 - ..."
-QUIET_TEXT_RECORD = re.compile(
-    r"(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*(?:INFO|DEBUG)[ :]"
+# "(APIServer pid=1) INFO 11-30 ...", "vllm-1  | INFO 11-30 ...", "INFO:     10.0.0.1 - ...", quoted "> INFO ..."
+QUIET_TEXT = (r"(?:> ?)*(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*"
+              r"(?:INFO|DEBUG)[ :]")
+QUIET_TEXT_RECORD = re.compile(QUIET_TEXT)
+# A cheap first look at a structured record: docker's json-file record of a quiet text line, or a
+# quiet level under one of the parser's level keys (built from the parser's own tables).
+QUIET_DOCKER_RECORD = re.compile(r' *\{"log": ?"' + QUIET_TEXT)
+QUIET_LEVEL_RECORD = re.compile(
+    r' *\{.*?"(?:' + "|".join(JSON_RECORD_LEVEL_KEYS) + r')": ?(?:"(?i:'
+    + "|".join(name for name, level in JSON_RECORD_LEVELS.items() if level in QUIET_LEVELS) + r')"|(?:'
+    + "|".join(str(number) for number, level in JSON_RECORD_LEVEL_NUMBERS.items() if level in QUIET_LEVELS)
+    + r')\b)'
 )
-QUIET_LEVELS = ("INFO", "DEBUG")
+# Words that may make a quiet-looking record not quiet (its message's own ERROR prefix, a
+# traceback field): such a record is parsed to be sure.
+MAYBE_NOT_QUIET = ("error", "warn", "critical", "fatal", "panic", "alert", "emerg", "traceback", "exc_info",
+                   "exception", "stack")
 
 
-def is_quiet_record(message: str) -> bool:
-    """An INFO or DEBUG record: a text line by a cheap match, a structured (JSON) one by its parsed
-    level, so that the window and the parser agree on what a record's level is."""
+def is_quiet_record(message: str, lowered: str) -> bool:
+    """An INFO or DEBUG record, which no rule needs in the window. A structured (JSON) record is
+    quiet when the parser reads it as INFO or DEBUG; most are told by a cheap match alone."""
     if QUIET_TEXT_RECORD.match(message):
         return True
-    return '{"' in message and parse_vllm_line(0, message, None, None, None).level in QUIET_LEVELS
+    if message.lstrip(" ")[:1] != "{":
+        return False
+    if '"log"' in message[:12]:  # docker's: the line's own prefix is its level, as the parser reads it
+        return bool(QUIET_DOCKER_RECORD.match(message))
+    if not QUIET_LEVEL_RECORD.match(message):
+        return False
+    return (not any(word in lowered for word in MAYBE_NOT_QUIET)
+            or parse_vllm_line(0, message, None, None, None).level in QUIET_LEVELS)
 
 
 def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter[str]]:
@@ -1452,7 +1474,7 @@ def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Count
                 benign[pattern.id] += 1
                 last, last_benign = (position, entry), pattern.id
                 continue
-            if is_quiet_record(message) and (not keep_here or first_matching(keep_here, message, lowered) is None):
+            if is_quiet_record(message, lowered) and (not keep_here or first_matching(keep_here, message, lowered) is None):
                 last, last_benign = (position, entry), None
                 continue
             window.append((position, entry))

@@ -1014,9 +1014,14 @@ def test_a_json_record_with_a_traceback_in_it_keeps_the_traceback_readable(rules
     # docker's json-file log: the level is the line's own
     '{"log":"(APIServer pid=1) INFO 06-03 08:39:32 [loggers.py:1] Avg prompt throughput: 0.0 tokens/s\\n",'
     '"stream":"stdout"}',
+    '{"event":"Avg prompt throughput: 0.0 tokens/s","level":"info"}',  # structlog
+    '{"textPayload":"Avg prompt throughput: 0.0 tokens/s","severity":"INFO"}',  # GCP's export
+    '{"severity":"INFO","jsonPayload":{"throughput":0.0}}',
+    '{ "level": "info", "msg": "Avg prompt throughput: 0.0 tokens/s" }',
+    "> INFO 06-03 08:39:32 [loggers.py:1] Avg prompt throughput: 0.0 tokens/s",  # a quoted paste
 ])
 def test_json_info_records_do_not_push_the_error_out_of_the_window(rules, quiet: str):
-    lines = ['{"level":"error","msg":"RuntimeError: CUDA error: no kernel image is available for execution"}']
+    lines = ['{"event":"RuntimeError: CUDA error: no kernel image is available for execution","level":"error"}']
     lines += [quiet] * (WINDOW_LINES + 1)
     report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
     assert report.found and "no kernel image" in report.root_cause
@@ -1050,14 +1055,33 @@ def test_every_pattern_the_streaming_pass_tries_on_each_line_has_a_literal_hint(
     """Without one its regex runs on every line of the log (an alternation of two messages once
     cost a third more time on the 1 GB benchmark)."""
     per_line = [*rules.benign, *rules.attempt_start, *rules.stop_requested, *rules.startup_complete,
-                *rules.info_lines_that_fail]
+                *rules.info_lines_that_fail, *rules.warnings_that_fail]
     assert [pattern.id for pattern in per_line if pattern.hint is None] == []
 
 
-@pytest.mark.parametrize("key", ["getpwuid(): uid not found: 1000", "rope_scaling.type", "model.layers.0.mlp"])
+@pytest.mark.parametrize("key", ["getpwuid(): uid not found: 1000", "rope_scaling.type", "model.layers.0.mlp",
+                                 "quantization_config.weight_block_size", "model.config.attention_bias"])
 def test_a_key_error_that_names_no_tensor_is_no_unknown_weight(rules, key: str):
     report = triage_stream(io.BytesIO(f"KeyError: '{key}'\n".encode()), rules)
     assert report.cause_class != "unsupported_model_or_gguf", report.root_cause
+
+
+@pytest.mark.parametrize("tag", ["(autoscaler +34s)", "(autoscaler +1m49s)", "(autoscaler +1h14m30s)"])
+def test_ray_autoscalers_tag_with_its_uptime_is_read(tag: str):
+    line = parse_vllm_line(0, f"{tag} Error: No available node types", None, None, None)
+    assert (line.process, line.text) == ("autoscaler", "Error: No available node types")
+
+
+def test_a_ray_request_for_a_node_ip_is_bind_address_also_when_cut(rules):
+    log = ("(autoscaler +13s) Error: No available node types can fulfill resource request defaultdict(<class 'float'>, "
+           "{'CPU': 1.0, 'GPU': 1.0, 'memory': 12345678901.0, 'accelerator_type:A100': 0.001, 'node:10.0.0.1': 0.001}).\n")
+    assert triage_stream(io.BytesIO(log.encode()), rules).cause_class == "bind_address"
+
+
+def test_frames_alone_name_no_cause(rules):
+    log = '  File "/dvs/p4/build/sw/gpgpu/nccl/gitfusion/stable/src/init.cc", line 1852, in ncclCommInitRank\n'
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert not report.found and report.cause_class is None, report.root_cause
 
 
 def test_a_process_tag_with_a_rank_word_is_read():
@@ -1084,6 +1108,12 @@ def test_torch_24s_process_group_warning_is_benign(rules):
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class != "nccl" and "TypeError" in report.root_cause, report.root_cause
     assert report.benign_dropped.get("process_group_not_destroyed") == 1
+
+
+def test_a_deeply_nested_json_line_is_read_as_text(rules):
+    log = '{"a":' * 5000 + "1" + "}" * 5000 + "\nRuntimeError: CUDA error: an illegal memory access was encountered\n"
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "cuda_kernel_fault", report.root_cause
 
 
 def test_a_json_line_that_is_not_a_record_is_left_as_it_is():
