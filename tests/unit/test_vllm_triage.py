@@ -863,6 +863,7 @@ HELD23_FAMILIES = [
      "    self.mmap_obj.madvise(\n"
      "OSError: [Errno 14] Bad address\n", "disk_or_shm_space", "Bad address"),
 ]
+
 HELD24_FAMILIES = [
     # ptxas older than the GPU (sm_103a): Triton's PTXAS error only wraps ptxas's own line, logged by a
     # worker whose process tag has a space in it
@@ -888,11 +889,13 @@ HELD24_FAMILIES = [
     ("(autoscaler +13s) Error: No available node types can fulfill resource request {'node:10.1.2.3': 0.001, "
      "'GPU': 1.0}. Add suitable node types to this cluster to resolve this issue.\n", "bind_address", "node:10.1.2.3"),
 ]
+
 HELD25_FAMILIES = [
     # the checkpoint has a tensor (a quantization scale) the model's loader does not know
     ('    param = params_dict[name]\n'
      "KeyError: 'layers.0.mlp.down_proj.weight_scale'\n", "unsupported_model_or_gguf", "weight_scale"),
 ]
+
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
