@@ -7,8 +7,8 @@
 Writes a log of the given size to a temporary directory (vLLM request/metrics lines,
 warnings, progress bars, a port-in-use failure at the end), runs tools/triage.py on it in a
 child process and prints the wall time, the child's peak RSS and the class it named. --format
-writes each line as docker's json-file record ({"log": line}) or as a JSON logger's record
-({"level": ..., "msg": ...}) instead of plain text.
+writes each line as docker's json-file record ({"log": line}), or each logged record as a JSON
+logger's ({"level": ..., "msg": ...}; warnings and progress bars stay text), instead of plain text.
 With --baseline, the triage of that commit (its CLI, module_utils and rules) runs on the same
 log right after, and the ratio of the two times is printed.
 """
@@ -54,8 +54,8 @@ LEVEL_WORDS = ("ERROR", "WARNING", "INFO")
 def as_record(line: str, log_format: str) -> str:
     if log_format == "docker-json":
         return json.dumps({"log": line + "\n", "stream": "stderr", "time": "2026-11-30T14:00:00.000000001Z"})
-    if log_format == "json-logger":
-        level = next((word for word in LEVEL_WORDS if f" {word} " in line or f" {word}:" in line), "INFO")
+    level = next((word for word in LEVEL_WORDS if f" {word} " in line or f" {word}:" in line), None)
+    if log_format == "json-logger" and level:  # what Python's warnings and tqdm write stays text
         return json.dumps({"level": level.lower(), "msg": line, "logger": "vllm"})
     return line
 
