@@ -85,7 +85,8 @@ ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m|\[[0-9;]+m")
 # A whole line between the same markdown emphasis marks, as pasted into an issue body.
 MARKDOWN_EMPHASIS = re.compile(r"^\s*(?P<mark>\*\*|__|`)(?P<inner>\S.*?\S)(?P=mark)\s*$")
 # A line quoted in an issue comment ("> (APIServer pid=1) ERROR ..."), perhaps quoted again.
-MARKDOWN_QUOTE = re.compile(r"^(?:> ?)+")
+QUOTE_MARK = r"(?:> ?)"
+MARKDOWN_QUOTE = re.compile(rf"^{QUOTE_MARK}+")
 # ERROR 11-30 14:52:01 [core.py:700] message   (vLLM repeats this on every line of a record);
 # vLLM before 0.8: "ERROR 08-23 08:25:25 worker.py:226] message"; some builds drop the seconds.
 VLLM_LEVEL_PREFIX = re.compile(
@@ -1408,7 +1409,7 @@ def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[En
 
 
 # "(APIServer pid=1) INFO 11-30 ...", "vllm-1  | INFO 11-30 ...", "INFO:     10.0.0.1 - ...", quoted "> INFO ..."
-QUIET_TEXT = (r"(?:> ?)*(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*"
+QUIET_TEXT = (QUOTE_MARK + r"*(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*"
               r"(?:INFO|DEBUG)[ :]")
 QUIET_TEXT_RECORD = re.compile(QUIET_TEXT)
 # A cheap first look at a structured record: docker's json-file record of a quiet text line, or a
