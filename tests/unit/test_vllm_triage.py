@@ -897,16 +897,54 @@ HELD25_FAMILIES = [
 ]
 
 
+HELD26_FAMILIES = [
+    # a dependency's signature changed under the caller: the argument's name is no config problem
+    ('    err = llguidance.LLMatcher.validate_grammar(guidance_grm,\n'
+     "TypeError: LLMatcher.validate_grammar() got some positional-only arguments passed as keyword arguments: "
+     "'tokenizer'\n", "other", "positional-only"),
+    ("(EngineCore pid=88) RuntimeError: UVA is not available\n", "config_or_tokenizer", "UVA"),
+    # a model implementation refusing tensor parallelism, pasted from mid-line without an exception name
+    ("transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeModel'> does not support tensor parallel yet!\n",
+     "unsupported_model_or_gguf", "does not support tensor parallel"),
+]
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
                          + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES
-                         + HELD24_FAMILIES + HELD25_FAMILIES)
+                         + HELD24_FAMILIES + HELD25_FAMILIES + HELD26_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
     assert cause in report.root_cause
+
+
+MODEL_INSPECTION_FAILED = """ERROR 10-26 11:35:32 registry.py:267] Error in inspecting model architecture 'LlamaForCausalLM'
+ERROR 10-26 11:35:32 registry.py:267] Traceback (most recent call last):
+ERROR 10-26 11:35:32 registry.py:267]   File "/venv/lib/site-packages/vllm/model_executor/models/registry.py", line 429, in _run_in_subprocess
+ERROR 10-26 11:35:32 registry.py:267]     returned.check_returncode()
+ERROR 10-26 11:35:32 registry.py:267] subprocess.CalledProcessError: Command '['/venv/bin/python', '-m', 'vllm.model_executor.models.registry']' returned non-zero exit status 1.
+"""
+
+
+def test_a_failed_model_inspection_is_a_wrapper_of_its_subprocess_error(rules):
+    """vLLM inspects the architecture in a subprocess: its CalledProcessError only wraps the error
+    that subprocess printed first (held22's vllm#9713 had none in the paste)."""
+    alone = triage_stream(io.BytesIO(MODEL_INSPECTION_FAILED.encode()), rules)
+    assert alone.wrappers_seen == 1 and "only a generic wrapper" in alone.root_cause, alone.root_cause
+    subprocess_error = "ModuleNotFoundError: No module named 'vllm._C'\n"
+    with_cause = triage_stream(io.BytesIO((subprocess_error + MODEL_INSPECTION_FAILED).encode()), rules)
+    assert "vllm._C" in with_cause.root_cause, with_cause.root_cause
+
+
+def test_a_ray_node_without_gpus_gets_its_own_remedy(rules):
+    """Not the catch-all's remedy, nor a class the word model guesses (held21's lighteval PR 841)."""
+    log = ("(run_inference_one_model pid=2816485) ValueError: Current node has no GPU available. "
+           "current_node_resource={'CPU': 96.0, 'node:10.0.0.7': 1.0}. vLLM engine cannot start without GPU.\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and report.likely_class is None
+    assert "ray status" in report.remediation
 
 
 CUT_BIND_TRACEBACK = """Traceback (most recent call last):
