@@ -1412,35 +1412,44 @@ def entries_for_format(log_format: str, raw_lines: Iterator[str]) -> Iterator[En
 QUIET_TEXT = (QUOTE_MARK + r"*(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]? )?(?:[\w.\-]+ +\| )?(?:\([^)]*\) )*"
               r"(?:INFO|DEBUG)[ :]")
 QUIET_TEXT_RECORD = re.compile(QUIET_TEXT)
-# A cheap first look at a structured record: docker's json-file record of a quiet text line, or a
-# quiet level under one of the parser's level keys (built from the parser's own tables).
+# A cheap first look at a structured record: docker's json-file record of a quiet text line, or the
+# first level field (under one of the parser's level keys) of another record.
 QUIET_DOCKER_RECORD = re.compile(r' *\{"log": ?"' + QUIET_TEXT)
-QUIET_LEVEL_RECORD = re.compile(
-    r' *\{.*?"(?:' + "|".join(JSON_RECORD_LEVEL_KEYS) + r')": ?(?:"(?i:'
-    + "|".join(name for name, level in JSON_RECORD_LEVELS.items() if level in QUIET_LEVELS) + r')"|(?:'
-    + "|".join(str(number) for number, level in JSON_RECORD_LEVEL_NUMBERS.items() if level in QUIET_LEVELS)
-    + r')\b)'
-)
-# What may make a quiet-looking record not quiet: its message's own level prefix (upper case, as
-# vLLM and Python's logging write it, or tagged "[error]") or a traceback field. Such a record is
-# parsed to be sure; searched in the line as it is (a lower-case scan for more words cost a
-# third more on a 1 GB JSON log).
-MAYBE_NOT_QUIET = ("ERROR", "WARN", "CRITICAL", "FATAL", "[error]", "[warning]", "exc_info", "exception", "stack")
+LEVEL_FIELD = re.compile(r'"(?:' + "|".join(JSON_RECORD_LEVEL_KEYS) + r')": ?(?:"(?P<name>\w+)"|(?P<number>\d+)\b)')
+
+
+def may_not_be_quiet(record: str) -> bool:
+    """Whether a record with a quiet level field may still not be quiet: its message's own level
+    prefix (upper case, as vLLM and Python's logging write it, or tagged "[error]") or a traceback
+    field (JSON_RECORD_TRACEBACK_KEYS all start "exc or "stack). Plain substring tests: a regex or a
+    loop over a word list costs a third more on a 1 GB JSON log."""
+    return ("ERROR" in record or "WARN" in record or "CRITICAL" in record or "FATAL" in record
+            or "[error]" in record or "[warning]" in record or '"exc' in record or '"stack' in record)
+
+
+def is_quiet_level_field(field: re.Match[str]) -> bool:
+    name, number = field["name"], field["number"]
+    level = JSON_RECORD_LEVELS.get(name.lower()) if name else JSON_RECORD_LEVEL_NUMBERS.get(int(number))
+    return level in QUIET_LEVELS
 
 
 def is_quiet_record(message: str) -> bool:
     """An INFO or DEBUG record, which no rule needs in the window. A structured (JSON) record is
-    quiet when the parser reads it as INFO or DEBUG; most are told by a cheap match alone."""
+    quiet when the parser reads it as INFO or DEBUG; most are told by a cheap look alone: a record
+    whose first level field is not quiet is taken as not quiet, one with a second level field or a
+    hint of another level is parsed."""
     if QUIET_TEXT_RECORD.match(message):
         return True
     if message.lstrip(" ")[:1] != "{":
         return False
     if '"log"' in message[:12]:  # docker's: the line's own prefix is its level, as the parser reads it
         return bool(QUIET_DOCKER_RECORD.match(message))
-    if not QUIET_LEVEL_RECORD.match(message):
+    field = LEVEL_FIELD.search(message)
+    if field is None or not is_quiet_level_field(field):
         return False
-    return (not any(word in message for word in MAYBE_NOT_QUIET)
-            or parse_vllm_line(0, message, None, None, None).level in QUIET_LEVELS)
+    if not may_not_be_quiet(message) and LEVEL_FIELD.search(message, field.end()) is None:
+        return True
+    return parse_vllm_line(0, message, None, None, None).level in QUIET_LEVELS
 
 
 def windowed_entries(entries: Iterator[Entry], rules: Rules) -> tuple[Any, Counter[str]]:

@@ -14,6 +14,7 @@ import pytest
 
 from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage import (
     CAUSE_CLASSES,
+    JSON_RECORD_TRACEBACK_KEYS,
     WINDOW_LINES,
     UnusableInput,
     find_failure_events,
@@ -1076,6 +1077,25 @@ def test_an_error_inside_a_json_info_record_stays_in_the_window(rules):
     report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
     assert report.found and "illegal memory access" in report.root_cause, report.root_cause
 
+
+
+def test_a_json_error_record_with_a_nested_info_level_stays_in_the_window(rules):
+    """The record's own (first) level field decides, as when it is parsed; a quiet level further
+    on, in a nested object, does not make it quiet."""
+    lines = ['{"level":"error","msg":"RuntimeError: CUDA error: an illegal memory access was encountered",'
+             '"ctx":{"level":"info"}}']
+    lines += ['{"level":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}'] * 3
+    report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
+    assert report.found and "illegal memory access" in report.root_cause, report.root_cause
+
+
+@pytest.mark.parametrize("key", JSON_RECORD_TRACEBACK_KEYS)
+def test_a_json_info_record_with_a_traceback_field_stays_in_the_window(rules, key: str):
+    lines = ['{"level":"info","msg":"request failed","' + key + '":"Traceback (most recent call last):\\n  File '
+             '\\"x.py\\", line 1, in f\\nRuntimeError: CUDA error: an illegal memory access was encountered"}']
+    lines += ['{"level":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}'] * 3
+    report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
+    assert report.found and "illegal memory access" in report.root_cause, report.root_cause
 
 @pytest.mark.parametrize(("text", "fatal"), [
     ("File /models/q/model-00001-of-00004.safetensors: SafetensorError: Error while deserializing header", True),
