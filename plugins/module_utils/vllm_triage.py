@@ -1415,16 +1415,23 @@ QUIET_TEXT_RECORD = re.compile(QUIET_TEXT)
 # A cheap first look at a structured record: docker's json-file record of a quiet text line, or the
 # first level field (under one of the parser's level keys) of another record.
 QUIET_DOCKER_RECORD = re.compile(r' *\{"log": ?"' + QUIET_TEXT)
-LEVEL_FIELD = re.compile(r'"(?:' + "|".join(JSON_RECORD_LEVEL_KEYS) + r')": ?(?:"(?P<name>\w+)"|(?P<number>\d+)\b)')
+LEVEL_FIELD = re.compile(r'"(?:' + "|".join(JSON_RECORD_LEVEL_KEYS) + r')": ?(?:"(?P<name>\w+)"|(?P<number>\d+)(?![\d.eE]))')
+
+
+# A field's value that opens with glog's or Ray's own prefix of a warning or an error (GLOG_PREFIX,
+# RAY_LOG_PREFIX).
+NATIVE_LEVEL_IN_RECORD = re.compile(r'": ?"(?:\[?[WEF]\d{3,4} \d\d:\d\d|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [WEF] )')
 
 
 def may_not_be_quiet(record: str) -> bool:
     """Whether a record with a quiet level field may still not be quiet: its message's own level
-    prefix (upper case, as vLLM and Python's logging write it, or tagged "[error]") or a traceback
-    field (JSON_RECORD_TRACEBACK_KEYS all start "exc or "stack). Plain substring tests: a regex or a
-    loop over a word list costs a third more on a 1 GB JSON log."""
+    prefix (upper case, as vLLM and Python's logging write it, tagged "[error]", or glog's and
+    Ray's) or a traceback field (JSON_RECORD_TRACEBACK_KEYS all start "exc or "stack). Plain
+    substring tests where they do: a regex or a loop over a word list costs a third more on a
+    1 GB JSON log."""
     return ("ERROR" in record or "WARN" in record or "CRITICAL" in record or "FATAL" in record
-            or "[error]" in record or "[warning]" in record or '"exc' in record or '"stack' in record)
+            or "[error]" in record or "[warning]" in record or '"exc' in record or '"stack' in record
+            or NATIVE_LEVEL_IN_RECORD.search(record) is not None)
 
 
 def is_quiet_level_field(field: re.Match[str]) -> bool:
@@ -1443,12 +1450,17 @@ def is_quiet_record(message: str) -> bool:
     if message.lstrip(" ")[:1] != "{":
         return False
     if '"log"' in message[:12]:  # docker's: the line's own prefix is its level, as the parser reads it
-        return bool(QUIET_DOCKER_RECORD.match(message))
-    field = LEVEL_FIELD.search(message)
-    if field is None or not is_quiet_level_field(field):
-        return False
-    if not may_not_be_quiet(message) and LEVEL_FIELD.search(message, field.end()) is None:
-        return True
+        if not QUIET_DOCKER_RECORD.match(message):
+            return False
+        if not may_not_be_quiet(message):
+            return True
+    else:
+        field = LEVEL_FIELD.search(message)
+        if field is None or not is_quiet_level_field(field):
+            return False
+        top_level = message.count("{", 0, field.start()) == 1  # else it may be a nested object's
+        if top_level and not may_not_be_quiet(message) and LEVEL_FIELD.search(message, field.end()) is None:
+            return True
     return parse_vllm_line(0, message, None, None, None).level in QUIET_LEVELS
 
 

@@ -20,6 +20,7 @@ from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage impor
     find_failure_events,
     general_remediation,
     is_fatal_line,
+    is_quiet_record,
     load_rules,
     parse_log,
     parse_vllm_line,
@@ -1096,6 +1097,18 @@ def test_a_json_info_record_with_a_traceback_field_stays_in_the_window(rules, ke
     lines += ['{"level":"info","msg":"Avg prompt throughput: 0.0 tokens/s"}'] * 3
     report = triage_stream(io.BytesIO("\n".join(lines).encode() + b"\n"), rules)
     assert report.found and "illegal memory access" in report.root_cause, report.root_cause
+
+
+@pytest.mark.parametrize("record", [
+    '{"level":30.5,"msg":"error: y"}',  # a float is no pino level
+    '{"ctx":{"level":"info"},"msg":"RuntimeError: CUDA error"}',  # a nested level only
+    '{"level":"info","msg":"E0806 21:52:45.863589 1 ProcessGroupNCCL.cpp:1] NCCL error"}',  # glog's own
+    '{"level":20,"msg":"[2026-03-25 05:44:29,435 E 39 39] (raylet) worker died"}',  # Ray's own
+    '{"log":"INFO: ok","stack":"Traceback (most recent call last):"}',
+])
+def test_the_quick_look_calls_no_record_quiet_that_the_parser_reads_otherwise(record: str):
+    assert parse_vllm_line(0, record, None, None, None).level not in ("INFO", "DEBUG")
+    assert not is_quiet_record(record)
 
 @pytest.mark.parametrize(("text", "fatal"), [
     ("File /models/q/model-00001-of-00004.safetensors: SafetensorError: Error while deserializing header", True),
