@@ -910,6 +910,7 @@ HELD26_FAMILIES = [
      "unsupported_model_or_gguf", "does not support tensor parallel"),
 ]
 
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
@@ -926,7 +927,8 @@ MODEL_INSPECTION_FAILED = """ERROR 10-26 11:35:32 registry.py:267] Error in insp
 ERROR 10-26 11:35:32 registry.py:267] Traceback (most recent call last):
 ERROR 10-26 11:35:32 registry.py:267]   File "/venv/lib/site-packages/vllm/model_executor/models/registry.py", line 429, in _run_in_subprocess
 ERROR 10-26 11:35:32 registry.py:267]     returned.check_returncode()
-ERROR 10-26 11:35:32 registry.py:267] subprocess.CalledProcessError: Command '['/venv/bin/python', '-m', 'vllm.model_executor.models.registry']' returned non-zero exit status 1.
+ERROR 10-26 11:35:32 registry.py:267] subprocess.CalledProcessError: Command '['python', '-m', \
+'vllm.model_executor.models.registry']' returned non-zero exit status 1.
 """
 
 
@@ -1079,7 +1081,6 @@ def test_an_error_inside_a_json_info_record_stays_in_the_window(rules):
     assert report.found and "illegal memory access" in report.root_cause, report.root_cause
 
 
-
 def test_a_json_error_record_with_a_nested_info_level_stays_in_the_window(rules):
     """The record's own (first) level field decides, as when it is parsed; a quiet level further
     on, in a nested object, does not make it quiet."""
@@ -1109,6 +1110,7 @@ def test_a_json_info_record_with_a_traceback_field_stays_in_the_window(rules, ke
 def test_the_quick_look_calls_no_record_quiet_that_the_parser_reads_otherwise(record: str):
     assert parse_vllm_line(0, record, None, None, None).level not in ("INFO", "DEBUG")
     assert not is_quiet_record(record)
+
 
 @pytest.mark.parametrize(("text", "fatal"), [
     ("File /models/q/model-00001-of-00004.safetensors: SafetensorError: Error while deserializing header", True),
