@@ -142,6 +142,8 @@ DOTTED_EXCEPTION_LINE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z]\w*: \S")
 EMBEDDED_EXCEPTION = re.compile(
     r"(?:^|[\s\"'`(>：:])(?P<exception>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$"
 )
+# A warning that says the program went on another way after the exception it quotes.
+RECOVERED = re.compile(r"\b(?:falling back|fall(?:s|ing)? back to|will retry|retrying)\b", re.IGNORECASE)
 # An assert statement's failure, which names nothing but the statement Python printed above it.
 BARE_ASSERTION = re.compile(r"^(?:\w+\.)*AssertionError:?$")
 CARET_LINE = re.compile(r"^[\^~]+$")
@@ -824,6 +826,8 @@ def is_fatal_line(line: LogLine, rules: Rules) -> bool:
     # exception of their own (a fragment pasted with leading spaces).
     if is_frame_line(line) or text.startswith(("raise ", "return ")):
         return False
+    if line.level == "WARNING" and RECOVERED.search(text):
+        return False  # "Failed to use X (TypeError: ...); falling back": the exception was handled
     return bool(EMBEDDED_EXCEPTION.search(text))
 
 
@@ -1415,23 +1419,26 @@ QUIET_TEXT_RECORD = re.compile(QUIET_TEXT)
 # A cheap first look at a structured record: docker's json-file record of a quiet text line, or the
 # first level field (under one of the parser's level keys) of another record.
 QUIET_DOCKER_RECORD = re.compile(r' *\{"log": ?"' + QUIET_TEXT)
-LEVEL_FIELD = re.compile(r'"(?:' + "|".join(JSON_RECORD_LEVEL_KEYS) + r')": ?(?:"(?P<name>\w+)"|(?P<number>\d+)(?![\d.eE]))')
-
-
-# A field's value that opens with glog's or Ray's own prefix of a warning or an error (GLOG_PREFIX,
-# RAY_LOG_PREFIX).
-NATIVE_LEVEL_IN_RECORD = re.compile(r'": ?"(?:\[?[WEF]\d{3,4} \d\d:\d\d|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [WEF] )')
+LEVEL_FIELD = re.compile(r'"(?:' + "|".join(JSON_RECORD_LEVEL_KEYS)
+                         + r')" ?: ?(?:"(?P<name>\w+)"|(?P<number>[0-9]{1,2})(?![0-9.eE]))')
+# A field's value that opens, past the process tags the parser takes off, with glog's or Ray's own
+# prefix of a warning or an error (GLOG_PREFIX, RAY_LOG_PREFIX), or that is itself a JSON record.
+OTHER_LEVEL_IN_VALUE = re.compile(
+    r'" ?: ?" *(?:\[rank\d+\]: ?|\([^)"]*\) ?)*(?:\[?[WEF](?:\d{3,4} \d\d:\d\d| [\w.\-]+:\d+\])'
+    r'|\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ [WEF] |\{)'
+)
+RECORD_ENDS = ("}", "}\n", "}\r\n")  # a record cut short is no JSON to the parser
 
 
 def may_not_be_quiet(record: str) -> bool:
     """Whether a record with a quiet level field may still not be quiet: its message's own level
     prefix (upper case, as vLLM and Python's logging write it, tagged "[error]", or glog's and
-    Ray's) or a traceback field (JSON_RECORD_TRACEBACK_KEYS all start "exc or "stack). Plain
-    substring tests where they do: a regex or a loop over a word list costs a third more on a
-    1 GB JSON log."""
+    Ray's), a message that is itself a record, or a traceback field (JSON_RECORD_TRACEBACK_KEYS
+    all start "exc or "stack). Plain substring tests where they do: a regex or a loop over a word
+    list costs a third more on a 1 GB JSON log."""
     return ("ERROR" in record or "WARN" in record or "CRITICAL" in record or "FATAL" in record
             or "[error]" in record or "[warning]" in record or '"exc' in record or '"stack' in record
-            or NATIVE_LEVEL_IN_RECORD.search(record) is not None)
+            or OTHER_LEVEL_IN_VALUE.search(record) is not None)
 
 
 def is_quiet_level_field(field: re.Match[str]) -> bool:
@@ -1445,22 +1452,23 @@ def is_quiet_record(message: str) -> bool:
     quiet when the parser reads it as INFO or DEBUG; most are told by a cheap look alone: a record
     whose first level field is not quiet is taken as not quiet, one with a second level field or a
     hint of another level is parsed."""
-    if QUIET_TEXT_RECORD.match(message):
-        return True
-    if message.lstrip(" ")[:1] != "{":
-        return False
+    if message[:1] != "{":  # a record opens with its brace, a text line cannot
+        if QUIET_TEXT_RECORD.match(message):
+            return True
+        if message.lstrip(" ")[:1] != "{":
+            return False
     if '"log"' in message[:12]:  # docker's: the line's own prefix is its level, as the parser reads it
         if not QUIET_DOCKER_RECORD.match(message):
             return False
-        if not may_not_be_quiet(message):
-            return True
+        plain = True
     else:
         field = LEVEL_FIELD.search(message)
         if field is None or not is_quiet_level_field(field):
             return False
-        top_level = message.count("{", 0, field.start()) == 1  # else it may be a nested object's
-        if top_level and not may_not_be_quiet(message) and LEVEL_FIELD.search(message, field.end()) is None:
-            return True
+        # a second level field, or one inside a nested object, is for the parser to weigh
+        plain = message.count("{", 0, field.start()) == 1 and LEVEL_FIELD.search(message, field.end()) is None
+    if plain and message.endswith(RECORD_ENDS) and not may_not_be_quiet(message):
+        return True
     return parse_vllm_line(0, message, None, None, None).level in QUIET_LEVELS
 
 

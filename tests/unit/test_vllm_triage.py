@@ -908,7 +908,39 @@ HELD26_FAMILIES = [
     # a model implementation refusing tensor parallelism, pasted from mid-line without an exception name
     ("transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeModel'> does not support tensor parallel yet!\n",
      "unsupported_model_or_gguf", "does not support tensor parallel"),
+    ("ValueError: GGUF quantization hasn't supported tensor parallelism yet.\n", "unsupported_model_or_gguf",
+     "hasn't supported"),
+    ("NotImplementedError: DeepseekV2 does not support pipeline parallel yet\n", "unsupported_model_or_gguf",
+     "pipeline parallel"),
 ]
+
+SIGNATURE_MISMATCHES = [
+    "TypeError: forward() takes 2 positional arguments but 3 were given",
+    "TypeError: load_weights() missing 1 required positional argument: 'tokenizer'",
+    "TypeError: from_pretrained() got multiple values for argument 'tokenizer'",
+    "TypeError: hf_get_processor() got an unexpected keyword argument 'tokenizer'",
+]
+
+
+@pytest.mark.parametrize("exception", SIGNATURE_MISMATCHES)
+def test_a_call_that_does_not_fit_its_function_is_a_version_mismatch(rules, exception: str):
+    """Whatever argument the message names (here 'tokenizer', which the configuration rule knows)."""
+    report = triage_stream(io.BytesIO(f"{exception}\n".encode()), rules)
+    assert report.cause_class == "other" and "pip check" in report.remediation, report.root_cause
+
+
+def test_an_unknown_keyword_of_vllms_own_engine_arguments_points_at_its_help(rules):
+    log = "TypeError: EngineArgs.__init__() got an unexpected keyword argument 'max_model_length'\n"
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and "--help" in report.remediation, report.remediation
+
+
+def test_a_warning_that_quotes_a_type_error_is_no_cause_over_a_later_exception(rules):
+    log = ("WARNING 06-03 08:39:32 [processing.py:1] Failed to use the fast image processor (TypeError: "
+           "Qwen2VLImageProcessorFast.__init__() got an unexpected keyword argument 'use_fast'); falling back\n"
+           "ERROR 06-03 08:39:33 [core.py:1] AssertionError: num_blocks must be positive, got -3\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert "num_blocks" in report.root_cause, report.root_cause
 
 
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
@@ -1106,6 +1138,17 @@ def test_a_json_info_record_with_a_traceback_field_stays_in_the_window(rules, ke
     '{"level":"info","msg":"E0806 21:52:45.863589 1 ProcessGroupNCCL.cpp:1] NCCL error"}',  # glog's own
     '{"level":20,"msg":"[2026-03-25 05:44:29,435 E 39 39] (raylet) worker died"}',  # Ray's own
     '{"log":"INFO: ok","stack":"Traceback (most recent call last):"}',
+    # torch's rank tag and vLLM's or Ray's process tags before the native prefix; glog without a time
+    '{"level":"info","msg":"[rank0]:[E1203 10:00:00.123 ProcessGroupNCCL.cpp:1] Watchdog caught collective '
+    'operation timeout"}',
+    '{"level":"info","msg":"(EngineCore pid=1) E1203 10:00:00.123456 1 nccl.cc:12] NCCL error"}',
+    '{"level":"info","msg":"E nccl.cc:12] NCCL error"}',
+    '{"level":"info","msg":"(raylet) [2026-03-25 05:44:29,435 E 39 39] worker died"}',
+    # a collector's record around the program's own
+    '{"level":"info","message":"{\\"level\\":\\"error\\",\\"msg\\":\\"RuntimeError: CUDA error\\"}"}',
+    '{"severity":"info","msg":"RuntimeError: CUDA error","level" : "error"}',  # the parser prefers "level"
+    '{"level":"info","msg":"RuntimeError: CUDA error: an illegal memory access was encountered',  # cut short
+    '{"level":' + "9" * 5000 + ',"msg":"x"}',  # past int()'s digit limit
 ])
 def test_the_quick_look_calls_no_record_quiet_that_the_parser_reads_otherwise(record: str):
     assert parse_vllm_line(0, record, None, None, None).level not in ("INFO", "DEBUG")
