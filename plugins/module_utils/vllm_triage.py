@@ -142,8 +142,9 @@ DOTTED_EXCEPTION_LINE = re.compile(r"^(?:[a-z_]\w*\.)+[A-Z]\w*: \S")
 EMBEDDED_EXCEPTION = re.compile(
     r"(?:^|[\s\"'`(>：:])(?P<exception>(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception): \S.*)$"
 )
-# A warning that says the program went on another way after the exception it quotes.
-RECOVERED = re.compile(r"\b(?:falling back|fall(?:s|ing)? back to|will retry|retrying)\b", re.IGNORECASE)
+# A warning that says the program went on another way after the exception it quotes (one that
+# retries has not, and a log cut during the retries has nothing better to show).
+RECOVERED = re.compile(r"\b(?:falling back|fall(?:s|ing)? back to)\b", re.IGNORECASE)
 # An assert statement's failure, which names nothing but the statement Python printed above it.
 BARE_ASSERTION = re.compile(r"^(?:\w+\.)*AssertionError:?$")
 CARET_LINE = re.compile(r"^[\^~]+$")
@@ -820,15 +821,21 @@ def is_fatal_line(line: LogLine, rules: Rules) -> bool:
         return True
     if line.level in QUIET_LEVELS:
         return first_matching(rules.info_lines_that_fail, text) is not None
+    if has_recovered(line):
+        return False
     if names_an_exception(text) or first_matching(rules.fatal_lines, text) is not None:
         return True
     # Indented lines are traceback frames or a warning's source line, unless they carry an
     # exception of their own (a fragment pasted with leading spaces).
     if is_frame_line(line) or text.startswith(("raise ", "return ")):
         return False
-    if line.level == "WARNING" and RECOVERED.search(text):
-        return False  # "Failed to use X (TypeError: ...); falling back": the exception was handled
     return bool(EMBEDDED_EXCEPTION.search(text))
+
+
+def has_recovered(line: LogLine) -> bool:
+    """A warning that the program went on another way ("Failed to use X (TypeError: ...); falling
+    back"): whatever it quotes was handled, so it is no failure nor a cause's evidence."""
+    return line.level == "WARNING" and RECOVERED.search(line.text) is not None
 
 
 def tracebacks_in_stream(lines: list[LogLine]) -> Iterator[FailureEvent]:
@@ -1060,7 +1067,8 @@ def secondary_classification(
     frames = {line.index for event in events if event.kind == "traceback" and not event.cut_before_exception
               for line in event.lines}
     frames -= {line.index for event in events for line in event.exception_lines}
-    texts += [line.text.strip() for line in kept if line.level in SECONDARY_LEVELS and line.index not in frames]
+    texts += [line.text.strip() for line in kept
+              if line.level in SECONDARY_LEVELS and line.index not in frames and not has_recovered(line)]
     # A pasted (unlogged) traceback cut before its exception: its source lines are the evidence left.
     texts += [line.text.strip() for event in events if event.kind == "traceback" and event.cut_before_exception
               for line in event.lines if line.level is None and not is_frame_line(line)]

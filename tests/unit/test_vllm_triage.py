@@ -943,6 +943,26 @@ def test_a_warning_that_quotes_a_type_error_is_no_cause_over_a_later_exception(r
     assert "num_blocks" in report.root_cause, report.root_cause
 
 
+@pytest.mark.parametrize(("text", "fatal"), [
+    ("Failed to use the fast image processor (TypeError: __init__() got an unexpected keyword argument "
+     "'use_fast'); falling back", False),
+    ("Download failed (ConnectionError: Connection to huggingface.co timed out), retrying in 8 s", True),
+])
+def test_a_warning_that_falls_back_has_recovered_one_that_retries_has_not(rules, text: str, fatal: bool):
+    line = parse_vllm_line(0, f"WARNING 06-03 08:39:32 [x.py:1] {text}", None, None, None)
+    assert is_fatal_line(line, rules) is fatal
+
+
+def test_a_warning_that_falls_back_is_no_cause_even_when_a_cause_rule_names_its_words(rules):
+    """Neither a failure line nor the evidence for an exception no rule knows."""
+    log = ("WARNING 06-03 08:39:32 [layer.py:1] This custom kernel does not support tensor parallel yet; falling "
+           "back to the default kernel\n"
+           "ERROR 06-03 08:39:40 [core.py:1] RuntimeError: the scheduler met a state it cannot handle\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.root_cause.startswith("RuntimeError: the scheduler"), report.root_cause
+    assert report.cause_class == "other"
+
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
