@@ -963,12 +963,30 @@ def test_a_warning_that_falls_back_is_no_cause_even_when_a_cause_rule_names_its_
     assert report.cause_class == "other"
 
 
+HELD27_FAMILIES = [
+    # a P/D handshake that reached another instance's NIXL agent: the side channel's address
+    ("(Worker_DP0_EP0 pid=7) ERROR 10-16 17:22:56 [nixl_connector.py:815] RuntimeError: Remote NIXL agent engine "
+     "ID mismatch. Expected 4612_dp0,received 96b1_dp0.\n", "bind_address", "engine ID mismatch"),
+    # a size vLLM divides by set to 0 (a launcher's tensor_parallel_size of 0 on a CPU host)
+    ("    if total_num_attention_heads % tensor_parallel_size != 0:\n"
+     "ZeroDivisionError: integer modulo by zero\n", "config_or_tokenizer", "ZeroDivisionError"),
+    # sleep mode's allocator, pasted as the assert statement alone (vllm-ascend) or as its AssertionError
+    ('[rank12]:     assert camem_available, "camem allocator is not available"\n', "other",
+     "allocator is not available"),
+    ("(EngineCore_DP0 pid=9) AssertionError: cumem allocator is not available\n", "other",
+     "allocator is not available"),
+    # a torch.compile graph pass that broke the FX graph: compilation, not the model
+    ("RuntimeError: Tried to erase Node size_1 but it still had 2 users in the graph: {getitem_3: None}!\n",
+     "compile_cache", "Tried to erase Node"),
+]
+
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
                          + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES
-                         + HELD24_FAMILIES + HELD25_FAMILIES + HELD26_FAMILIES)
+                         + HELD24_FAMILIES + HELD25_FAMILIES + HELD26_FAMILIES + HELD27_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -1001,6 +1019,19 @@ def test_a_ray_node_without_gpus_gets_its_own_remedy(rules):
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "other" and report.likely_class is None
     assert "ray status" in report.remediation
+
+
+def test_a_shell_reported_abort_is_the_failure_with_its_own_remedy(rules):
+    """A process that aborted in native code leaves only the shell's "Aborted (core dumped)"; the
+    words of the command line above it (--port) are no evidence of a port problem (held27's
+    xinference 4424)."""
+    log = ("$ xinference-local --host 0.0.0.0 --port 9997\n"
+           "INFO 12-30 17:35:37 [__init__.py:216] Automatically detected platform cuda.\n"
+           "Aborted (core dumped)\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.found and report.root_cause == "Aborted (core dumped)", report.root_cause
+    assert report.cause_class == "other" and report.likely_class is None, report.likely_class
+    assert "import vllm._C" in report.remediation
 
 
 CUT_BIND_TRACEBACK = """Traceback (most recent call last):
