@@ -218,7 +218,7 @@ def test_head_dim_16_engine_dies_at_first_request(rules):
     assert report.cause_class == "attention_backend"
     assert "Unsupported CPU attention configuration" in report.root_cause
     assert "EngineDeadError" not in report.root_cause
-    assert "head_dim >= 32" in report.remediation
+    assert "32, 64, 80" in report.remediation
 
 
 def test_clean_start_and_requested_stop_is_no_failure(rules):
@@ -1032,6 +1032,63 @@ def test_a_shell_reported_abort_is_the_failure_with_its_own_remedy(rules):
     assert report.found and report.root_cause == "Aborted (core dumped)", report.root_cause
     assert report.cause_class == "other" and report.likely_class is None, report.likely_class
     assert "import vllm._C" in report.remediation
+
+
+# A review of the remedies against vLLM 0.32's own messages and flags (docs/triage.md): each entry a
+# message family, its class, a phrase its remedy must hold and one it must not.
+REMEDY_FITS = [
+    ("ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+     "initializing the engine.\n", "gpu_memory_held_or_oom", "raise --gpu-memory-utilization",
+     "lower --gpu-memory-utilization"),
+    ("ValueError: Free memory on device (10.1/79.2 GiB) on startup is less than desired GPU memory utilization "
+     "(0.9, 71.3 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.\n",
+     "gpu_memory_held_or_oom", "lower --gpu-memory-utilization", None),
+    ("ValueError: Model architectures ['FooForCausalLM'] are not supported for now.\n",
+     "unsupported_model_or_gguf", "--model-impl transformers", None),
+    ('Traceback (most recent call last):\n'
+     '  File "/venv/lib/python3.12/site-packages/transformers/models/auto/configuration_auto.py", line 1038, '
+     'in __getitem__\n'
+     '    raise KeyError(key)\n'
+     "KeyError: 'glm4_moe'\n", "unsupported_model_or_gguf", "Upgrade transformers", "GGUF"),
+    ("Out of memory: Killed process 4711 (python3) total-vm:81234567kB, anon-rss:61234567kB\n", "host_oom",
+     "VLLM_CPU_KVCACHE_SPACE", "--swap-space"),
+    ("RuntimeError: Worker failed with error 'exited with exit code 1', please check the stack trace above for the "
+     "root cause\n", "worker_killed", "failed by itself", "swap space"),
+    ("ModuleNotFoundError: No module named 'ray'\n", "other", "pip install", None),
+    ("safetensors_rust.SafetensorError: Error while deserializing header: MetadataIncompleteBuffer\n",
+     "model_download_hub", "hf cache verify", "huggingface-cli"),
+    ("ptxas fatal   : Value 'sm_103a' is not defined for option 'gpu-name'\n", "driver_cuda_mismatch",
+     "TRITON_PTXAS_PATH", None),
+    ("torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+     "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use\n",
+     "port_in_use", "VLLM_PORT", None),
+    ("RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)\n", "nccl",
+     "GLOO_SOCKET_IFNAME", None),
+    ("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n",
+     "cuda_kernel_fault", "NVRM: Xid", "not a capacity problem"),
+    ("ValueError: Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Tesla V100-SXM2-32GB "
+     "GPU has compute capability 7.0.\n", "config_or_tokenizer", "--dtype half", None),
+    ("ValueError: Loading foo/bar requires you to execute the configuration file in that repo on your local "
+     "machine. Make sure you have read the code there to avoid malicious use, then set the option "
+     "`trust_remote_code=True` to remove this error.\n", "config_or_tokenizer", "--trust-remote-code", None),
+    ("ValueError: Unsupported CPU attention configuration: head size 40\n", "attention_backend", "80, 96",
+     "head_dim >= 32"),
+    ("torch._dynamo.exc.BackendCompilerFailed: backend='inductor' raised:\n", "compile_cache",
+     "VLLM_DISABLE_COMPILE_CACHE=1", None),
+    ("NotImplementedError: Speculative decoding with a draft model is not supported on this platform.\n",
+     "unsupported_model_or_gguf", "--kv-cache-dtype", None),
+    ("ValueError: VLLM_PORT 'tcp://10.96.0.12:8000' appears to be a URI. This may be caused by a Kubernetes service "
+     "discovery issue,check the warning in: https://docs.vllm.ai/en/latest/configuration/env_vars.html\n",
+     "config_or_tokenizer", "enableServiceLinks", None),
+]
+
+
+@pytest.mark.parametrize(("pasted", "cause_class", "says", "never_says"), REMEDY_FITS)
+def test_each_remedy_fits_its_message(rules, pasted: str, cause_class: str, says: str, never_says: str | None):
+    report = triage_stream(io.BytesIO(pasted.encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+    assert says in report.remediation
+    assert never_says is None or never_says not in report.remediation
 
 
 CUT_BIND_TRACEBACK = """Traceback (most recent call last):
