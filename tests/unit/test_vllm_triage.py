@@ -1091,6 +1091,33 @@ def test_each_remedy_fits_its_message(rules, pasted: str, cause_class: str, says
     assert never_says is None or never_says not in report.remediation
 
 
+SIGNAL_REPORTS = [
+    # bash's report of a script's command, the shell's own line, the kernel's trap: each the only failure line
+    ("INFO 12-30 17:35:37 [__init__.py:216] Automatically detected platform cpu.\n"
+     "start-vllm.sh: line 18:  1669 Illegal instruction     (core dumped) python -m vllm.entrypoints.openai.api_server\n",
+     "other", "lscpu"),
+    ("Illegal instruction (core dumped)\n", "other", "lscpu"),
+    ("[7506565.490401] traps: python3[27327] trap invalid opcode ip:5654a0192380 sp:7ffd6a645dd0 error:0 in "
+     "libtorch_cpu.so[5654a0188000+1c000]\n", "other", "lscpu"),
+    ("run.sh: line 5:  4711 Aborted                 (core dumped) vllm serve Qwen/Qwen3-8B --port 8000\n", "other",
+     "import vllm._C"),
+    ("./serve.sh: line 3: 4711 Killed                  python -m vllm.entrypoints.openai.api_server --model m\n",
+     "worker_killed", "journalctl -k"),
+]
+
+
+@pytest.mark.parametrize(("log", "cause_class", "says"), SIGNAL_REPORTS)
+def test_a_shell_or_kernel_report_of_a_signal_is_the_failure(rules, log: str, cause_class: str, says: str):
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.found and report.cause_class == cause_class, report.root_cause
+    assert report.likely_class is None and says in report.remediation
+
+
+def test_a_request_aborted_at_info_is_no_failure(rules):
+    log = "(APIServer pid=1) INFO 12-30 17:35:37 [async_llm.py:420] Aborted request chatcmpl-123.\n"
+    assert not triage_stream(io.BytesIO(log.encode()), rules).found
+
+
 CUT_BIND_TRACEBACK = """Traceback (most recent call last):
   File "/usr/local/lib/python3.10/dist-packages/vllm/entrypoints/openai/rpc/server.py", line 35, in __init__
     {bind_line}
