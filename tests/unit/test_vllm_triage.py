@@ -981,12 +981,48 @@ HELD27_FAMILIES = [
 ]
 
 
+HELD28_FAMILIES = [
+    # Ascend's driver library missing in a container (its devices and driver directory not mounted)
+    ("libascend_hal.so: cannot open shared object file: No such file or directory\n"
+     "RuntimeError: Failed to load the backend extension: torch_npu.\n", "driver_cuda_mismatch", "libascend_hal"),
+    # HCCL, Ascend's collective library, reports by error code alone
+    ("Communication_Error_Get_Socket(EI0006)\n", "nccl", "EI0006"),
+    ("[rank3]: RuntimeError: EI0006: Getting socket times out. Reason: Remote Rank did not send the data in time.\n",
+     "nccl", "EI0006"),
+    # Triton building its launcher without Python's headers: the compiler's own line, no exception
+    ("/tmp/tmpab12/main.c:5:10: fatal error: Python.h: No such file or directory\n", "compile_cache", "Python.h"),
+    # an Ascend attention kernel's detail under its generic "Inner Error"
+    ("[rank0]: RuntimeError: EZ9999: Inner Error!\n"
+     "[rank0]: EZ9999: [PID: 62938] numHeads / numKvHeads = 8, MLA only support {32, 64, 128}.[FUNC:CheckMlaAttrs]\n",
+     "attention_backend", "EZ9999"),
+    # multiprocessing's spawn re-importing a script that starts vLLM at import time
+    ("RuntimeError:\n        An attempt has been made to start a new process before the\n"
+     "        current process has finished its bootstrapping phase.\n", "other", "An attempt has been made"),
+    # a SIGILL as kubectl describes the container (exit 132 = 128 + 4)
+    (" State:       Waiting\n Reason:      CrashLoopBackOff\n Exit Code:   132\n", "driver_cuda_mismatch",
+     "132"),
+    ("Illegal instruction (core dumped)\n", "driver_cuda_mismatch", "Illegal instruction"),
+    # a launcher asking for an environment variable: configuration, whatever the variable is about
+    ("Please set HF_MODEL to a HuggingFace name e.g. meta-llama/Llama-3.1-8B-Instruct\n", "config_or_tokenizer",
+     "Please set HF_MODEL"),
+    # a checkpoint tensor wider than the layer this release builds for the architecture
+    ("RuntimeError: start (0) + length (1280) exceeds dimension size (1024).\n", "unsupported_model_or_gguf",
+     "exceeds dimension size"),
+    # vLLM's SIGTERM handler, with nothing else failing: stopped from outside (a probe, a supervisor)
+    ("KeyboardInterrupt: terminated\n", "worker_killed", "terminated"),
+    # Ray's compiled-graph GPU channel between pipeline stages (older GPUs without peer-to-peer)
+    ("AttributeError: '_TorchTensorAcceleratorChannel' object has no attribute '_accelerator_group'.\n", "nccl",
+     "_TorchTensorAcceleratorChannel"),
+]
+
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
                          + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES
-                         + HELD24_FAMILIES + HELD25_FAMILIES + HELD26_FAMILIES + HELD27_FAMILIES)
+                         + HELD24_FAMILIES + HELD25_FAMILIES + HELD26_FAMILIES + HELD27_FAMILIES
+                         + HELD28_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -1095,10 +1131,10 @@ SIGNAL_REPORTS = [
     # bash's report of a script's command, the shell's own line, the kernel's trap: each the only failure line
     ("INFO 12-30 17:35:37 [__init__.py:216] Automatically detected platform cpu.\n"
      "start-vllm.sh: line 18:  1669 Illegal instruction     (core dumped) python -m vllm.entrypoints.openai.api_server\n",
-     "other", "lscpu"),
-    ("Illegal instruction (core dumped)\n", "other", "lscpu"),
+     "driver_cuda_mismatch", "lscpu"),
+    ("Illegal instruction (core dumped)\n", "driver_cuda_mismatch", "lscpu"),
     ("[7506565.490401] traps: python3[27327] trap invalid opcode ip:5654a0192380 sp:7ffd6a645dd0 error:0 in "
-     "libtorch_cpu.so[5654a0188000+1c000]\n", "other", "lscpu"),
+     "libtorch_cpu.so[5654a0188000+1c000]\n", "driver_cuda_mismatch", "lscpu"),
     ("run.sh: line 5:  4711 Aborted                 (core dumped) vllm serve Qwen/Qwen3-8B --port 8000\n", "other",
      "import vllm._C"),
     ("./serve.sh: line 3: 4711 Killed                  python -m vllm.entrypoints.openai.api_server --model m\n",
@@ -1476,9 +1512,12 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     ("ERROR 07-03 14:53:33 [registry.py:975] subprocess.CalledProcessError: Command '['C:\\\\triton\\\\runtime"
      "\\\\tcc\\\\tcc.exe', 'C:\\\\Temp\\\\cuda_utils.c', '-O3', '-shared']' returned non-zero exit status 1.\n",
      "compile_cache", ["Python.h"], ["torch_compile_cache"]),
-    # two of the corpus's four logs of it were a GPU the process could not reach (held19, held20), two
-    # `other` (held17's torch_xla mismatch, held22's old pynvml); the remedy names both
-    ("RuntimeError: Failed to infer device type\n", "driver_cuda_mismatch", ["nvidia-smi", "torch_xla"], []),
+    # older vLLM's message: three of the corpus's four logs of it are `other` (held17's torch_xla mismatch,
+    # held22's old pynvml, held25's macOS), one a GPU the container could not reach (held19); newer vLLM's
+    # "No platform detected" is mostly the latter (held8, held22); the remedy names both
+    ("RuntimeError: Failed to infer device type\n", "other", ["nvidia-smi", "torch_xla"], []),
+    ("(APIServer pid=1) No platform detected, vLLM is running on UnspecifiedPlatform\n", "driver_cuda_mismatch",
+     ["nvidia-smi", "torch_xla"], []),
     # catch-all before: the word model then guessed a class for it (held12's FastChat case)
     ("RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, "
      "you must use the 'spawn' start method\n", "other", ["VLLM_WORKER_MULTIPROC_METHOD=spawn"], []),
@@ -1492,6 +1531,15 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     # held22's modal-examples#1318: FlashInfer's library against an older image
     ("OSError: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by /opt/x/libfoo.so)\n",
      "other", ["glibc"], []),
+    # `other` by the rules, then a class guessed from the words around it (held8's gpustack#1640, held11's
+    # HAMi segfault, held3's LMCache assert): each gets a remedy of its own, so no guess replaces it
+    ("RuntimeError: Version mismatch: The cluster was started with:\n    Ray: 2.43.0\n    Python: 3.11.10\n"
+     "This process on node 10.0.0.5 was started with:\n    Ray: 2.44.1\n    Python: 3.11.10\n", "other",
+     ["same Ray"], []),
+    ("NCCL INFO cuMem host allocations are enabled\n!!!!!!! Segfault encountered !!!!!!!\n"
+     "  File \"<unknown>\", line 0, in cuMemCreate\n", "other", ["native code", "faulthandler"], []),
+    ("AssertionError: Error in model execution (input dumped to /tmp/err_execute_model_input_20250317-080027.pkl): "
+     "\n", "other", [".pkl"], []),
 ])
 def test_a_failure_with_a_remedy_of_its_own(rules, log: str, cause_class: str,
                                             in_remedy: list[str], not_in_remedy: list[str]):
