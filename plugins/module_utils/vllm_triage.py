@@ -80,6 +80,15 @@ COLLECTOR_SERVICE = re.compile(r"^(?:\[?[\w.\-]+\]?)? *\| ")
 PIPE_LOGGER_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \| [A-Z]+ +\| [\w.]+ \| ")
 # Kernel log lines: "[ 2448.628961] " (dmesg) or "[Thu Aug 27 00:39:44 2026] " (dmesg -T).
 KERNEL_TIMESTAMP = re.compile(r"^\[(?:\s*\d+\.\d+|\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
+# A shell's report of a command that a signal ended: bash's for a script's command ("run.sh: line 5:
+#  4711 Aborted (core dumped)  vllm serve ..."), zsh's for a prompt's ("zsh: killed  python -m ...").
+SHELL_JOB_REPORT = re.compile(
+    r"^(?:\S+: line \d+: +\d+ (?P<bash>Killed|Aborted|Illegal instruction|Segmentation fault|Bus error)"
+    r"|zsh: (?P<zsh>killed|abort|illegal hardware instruction|segmentation fault|bus error))"
+    r"(?P<core> +\(core dumped\))? +\S"
+)
+ZSH_SIGNAL_WORDS = {"killed": "Killed", "abort": "Aborted", "illegal hardware instruction": "Illegal instruction",
+                    "segmentation fault": "Segmentation fault", "bus error": "Bus error"}
 # Terminal colours, also as pasted ("\x1b[", "^[[", or the replacement character).
 ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m|\[[0-9;]+m")
 # A whole line between the same markdown emphasis marks, as pasted into an issue body.
@@ -430,8 +439,20 @@ def parse_vllm_line(
     rest = strip_collector_prefixes(ANSI_COLOUR.sub("", raw) if "m" in raw and "[" in raw else raw)
     rest = strip_process_prefixes(line, rest)
     rest = strip_level_prefix(line, rest)
-    line.text = rest.rstrip("\r")
+    line.text = shell_signal_words(rest) if line.level is None else rest.rstrip("\r")
     return line
+
+
+def shell_signal_words(rest: str) -> str:
+    """A shell's report of a command that died by a signal, as the shell's own words for the signal
+    ("Aborted (core dumped)"): the command's arguments are no evidence of the cause."""
+    if ": line " not in rest and not rest.startswith("zsh: "):
+        return rest.rstrip("\r")
+    match = SHELL_JOB_REPORT.match(rest)
+    if match is None:
+        return rest.rstrip("\r")
+    words = match["bash"] or ZSH_SIGNAL_WORDS[match["zsh"]]
+    return words + (" (core dumped)" if match["core"] else "")
 
 
 def strip_markdown_emphasis(rest: str) -> str:
