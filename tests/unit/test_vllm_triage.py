@@ -38,10 +38,10 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; with held29 it is 633/670 (94.5 %): the cases it misses are
-# labels the rules answer the other way (docs/triage.md lists them), and the floor keeps that figure.
+# The issue asks 95 % of the whole corpus; since held29 it is below (held30: 655/692, 94.7 %): the cases
+# it misses are labels the rules answer the other way (docs/triage.md lists them); the floor keeps it.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.944
+WHOLE_CORPUS_FLOOR = 0.946
 
 
 @pytest.fixture(scope="module")
@@ -1027,13 +1027,20 @@ HELD29_FAMILIES = [
 ]
 
 
+HELD30_FAMILIES = [
+    # a checkpoint parameter the model's implementation has no place for
+    ("ValueError: There is no module or parameter named 'model.layers.10.mlp.act_fn.beta' in "
+     "TransformersForCausalLM\n", "unsupported_model_or_gguf", "no module or parameter named"),
+]
+
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
                          + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES
                          + HELD24_FAMILIES + HELD25_FAMILIES + HELD26_FAMILIES + HELD27_FAMILIES
-                         + HELD28_FAMILIES + HELD29_FAMILIES)
+                         + HELD28_FAMILIES + HELD29_FAMILIES + HELD30_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
@@ -1593,6 +1600,9 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     (BEFORE_THE_SIGNAL + "RuntimeError:\n        An attempt has been made to start a new process before the\n"
      "        current process has finished its bootstrapping phase.\n", "other", ["__main__"], []),
     ("/tmp/tmpab12/main.c:5:10: fatal error: 'Python.h' file not found\n", "compile_cache", ["python3-dev"], []),
+    # held30's flashinfer#2980: two workers creating one cache link; `other`, then a class guessed from its words
+    ("FileExistsError: [Errno 17] File exists: '/root/.cache/flashinfer/90/cached_ops/x.so'\n", "other",
+     ["at the same moment"], []),
     # a name the hub and the disk both refuse: a missing org, a path outside the container, or an unreachable hub
     ("ValueError: Invalid repository ID or local directory specified: 'Llama-3.1-8B-Instruct'.\n",
      "config_or_tokenizer", ["ORG/NAME", "HF_HUB_OFFLINE", "mounted volume"], []),
