@@ -38,10 +38,10 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held30: 655/692, 94.7 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held31: 668/705, 94.8 %): the cases
 # it misses are labels the rules answer the other way (docs/triage.md lists them); the floor keeps it.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.946
+WHOLE_CORPUS_FLOOR = 0.947
 
 
 @pytest.fixture(scope="module")
@@ -1034,13 +1034,26 @@ HELD30_FAMILIES = [
 ]
 
 
+HELD31_FAMILIES = [
+    # transformers without a mapping for the model's config: the model is newer than the library
+    ("ValueError: Unrecognized configuration class <class 'transformers.models.gemma3.configuration_gemma3.Gemma3Config'>"
+     " for this kind of AutoModel: AutoModel.\n", "unsupported_model_or_gguf", "Unrecognized configuration class"),
+    # an accelerator another process holds open (a TPU's vfio device, a GPU in exclusive mode)
+    ("RuntimeError: Bad StatusOr access: UNKNOWN: TPU initialization failed: open(/dev/vfio/0): Device or resource busy"
+     "\n", "gpu_memory_held_or_oom", "Device or resource busy"),
+    ("RuntimeError: CUDA error: all CUDA-capable devices are busy or unavailable\n", "gpu_memory_held_or_oom",
+     "busy or unavailable"),
+]
+
+
 # One message family per entry, each added for a miss of a held-back set (docs/triage.md).
 @pytest.mark.parametrize(("pasted", "cause_class", "cause"),
                          HELD7_FAMILIES + HELD8_FAMILIES + HELD9_FAMILIES + HELD10_FAMILIES + HELD11_FAMILIES
                          + HELD12_FAMILIES + HELD13_FAMILIES + HELD14_FAMILIES + HELD16_FAMILIES + HELD19_FAMILIES
                          + HELD20_FAMILIES + HELD21_FAMILIES + HELD22_FAMILIES + HELD23_FAMILIES
                          + HELD24_FAMILIES + HELD25_FAMILIES + HELD26_FAMILIES + HELD27_FAMILIES
-                         + HELD28_FAMILIES + HELD29_FAMILIES + HELD30_FAMILIES)
+                         + HELD28_FAMILIES + HELD29_FAMILIES + HELD30_FAMILIES
+                         + HELD31_FAMILIES)
 def test_message_families_of_the_held_back_sets(rules, pasted: str, cause_class: str, cause: str):
     report = triage_stream(io.BytesIO(pasted.encode()), rules)
     assert report.cause_class == cause_class, report.root_cause
