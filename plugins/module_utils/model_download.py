@@ -100,13 +100,20 @@ def open_request(request: urllib.request.Request, timeout: float):
     return urllib.request.build_opener().open(request, timeout=timeout)
 
 
-def head_size(name: str, url: str, headers: dict[str, str], timeout: float) -> int:
+def head_size(name: str, url: str, headers: dict[str, str], timeout: float, attempts: int = 1) -> int:
+    """The file's size from a HEAD request; no answer (a timeout, a refused or dropped connection) is
+    asked again up to `attempts` times, an answer (an HTTP error status) is not."""
     request = urllib.request.Request(url, method="HEAD", headers=headers)
-    try:
-        with open_request(request, timeout) as response:
-            length = response.headers.get("Content-Length")
-    except (OSError, http.client.HTTPException) as error:
-        raise FetchError(f"{name}: {shown_url(url)}: {error}") from error
+    for attempt in range(1, max(1, attempts) + 1):
+        try:
+            with open_request(request, timeout) as response:
+                length = response.headers.get("Content-Length")
+            break
+        except urllib.error.HTTPError as error:
+            raise FetchError(f"{name}: {shown_url(url)}: {error}") from error
+        except (OSError, http.client.HTTPException) as error:
+            if attempt >= attempts:
+                raise FetchError(f"{name}: {shown_url(url)}: {error} (after {attempt} attempt(s))") from error
     if length is None:
         raise FetchError(f"{name}: {shown_url(url)}: the server sends no Content-Length; give the size in the model profile")
     return int(length)

@@ -121,7 +121,8 @@ def fetch_one(remote: RemoteFile, request: FetchRequest, staging: Path) -> Trans
 def fill_sizes(request: FetchRequest) -> None:
     for remote in request.files:
         if remote.size is None and remote.url:
-            remote.size = head_size(remote.name, remote.url, request.http_headers, request.timeout)
+            remote.size = head_size(remote.name, remote.url, request.http_headers, request.timeout,
+                                    request.attempts)
         elif remote.size is None and remote.local_path and Path(remote.local_path).is_file():
             remote.size = Path(remote.local_path).stat().st_size
 
