@@ -439,18 +439,17 @@ def parse_vllm_line(
     rest = strip_collector_prefixes(ANSI_COLOUR.sub("", raw) if "m" in raw and "[" in raw else raw)
     rest = strip_process_prefixes(line, rest)
     rest = strip_level_prefix(line, rest)
-    line.text = shell_signal_words(rest) if line.level is None else rest.rstrip("\r")
+    text = rest.rstrip("\r")
+    line.text = shell_signal_words(text) if line.level is None else text
     return line
 
 
-def shell_signal_words(rest: str) -> str:
+def shell_signal_words(text: str) -> str:
     """A shell's report of a command that died by a signal, as the shell's own words for the signal
     ("Aborted (core dumped)"): the command's arguments are no evidence of the cause."""
-    if ": line " not in rest and not rest.startswith("zsh: "):
-        return rest.rstrip("\r")
-    match = SHELL_JOB_REPORT.match(rest)
+    match = SHELL_JOB_REPORT.match(text) if ": line " in text or text.startswith("zsh: ") else None
     if match is None:
-        return rest.rstrip("\r")
+        return text
     words = match["bash"] or ZSH_SIGNAL_WORDS[match["zsh"]]
     return words + (" (core dumped)" if match["core"] else "")
 
