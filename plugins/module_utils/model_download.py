@@ -11,13 +11,16 @@ import fnmatch
 import hashlib
 import http.client
 import shutil
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Callable, TypeVar
 
 CHUNK = 4 * 1024 * 1024
+T = TypeVar("T")
 
 
 @dataclass
@@ -101,19 +104,18 @@ def open_request(request: urllib.request.Request, timeout: float):
 
 
 def head_size(name: str, url: str, headers: dict[str, str], timeout: float, attempts: int = 1) -> int:
-    """The file's size from a HEAD request; no answer (a timeout, a refused or dropped connection) is
-    asked again up to `attempts` times, an answer (an HTTP error status) is not."""
+    """The file's size from a HEAD request, asked again (see with_retries) while attempts are left."""
     request = urllib.request.Request(url, method="HEAD", headers=headers)
-    for attempt in range(1, max(1, attempts) + 1):
-        try:
-            with open_request(request, timeout) as response:
-                length = response.headers.get("Content-Length")
-            break
-        except urllib.error.HTTPError as error:
-            raise FetchError(f"{name}: {shown_url(url)}: {error}") from error
-        except (OSError, http.client.HTTPException) as error:
-            if attempt >= attempts:
-                raise FetchError(f"{name}: {shown_url(url)}: {error} (after {attempt} attempt(s))") from error
+
+    def ask(_attempt: int) -> str | None:
+        with open_request(request, timeout) as response:
+            return response.headers.get("Content-Length")
+
+    try:
+        length = with_retries(ask, attempts)
+    except (OSError, http.client.HTTPException) as error:
+        tried = f" (after {max(1, attempts)} attempt(s))" if worth_retrying(error) else ""
+        raise FetchError(f"{name}: {shown_url(url)}: {error}{tried}") from error
     if length is None:
         raise FetchError(f"{name}: {shown_url(url)}: the server sends no Content-Length; give the size in the model profile")
     return int(length)
@@ -121,39 +123,89 @@ def head_size(name: str, url: str, headers: dict[str, str], timeout: float, atte
 
 # Errors of the local file, not of the network: another attempt would meet them again.
 LOCAL_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
+# Answers a server gives while it is busy or restarting; every other error status is final.
+PASSING_HTTP_STATUSES = {408, 429, 500, 502, 503, 504}
+# Seconds to wait before the 2nd, 3rd, ... attempt: a restarting server or a flapping link gets
+# time to recover instead of being asked again within the same millisecond.
+RETRY_PAUSES_S = (2.0, 5.0, 15.0, 30.0)
+
+
+class ShortDownload(http.client.HTTPException):
+    """The server closed the response before the whole file had come."""
+
+
+def worth_retrying(error: BaseException) -> bool:
+    """No answer, a dropped connection or a busy server may heal by the next attempt; a final error
+    status or a full, over-quota or read-only local filesystem will not."""
+    if isinstance(error, urllib.error.HTTPError):
+        return error.code in PASSING_HTTP_STATUSES
+    if isinstance(error, OSError):
+        return error.errno not in LOCAL_WRITE_ERRORS
+    return isinstance(error, http.client.HTTPException)
+
+
+def retry_pause_s(attempt: int) -> float:
+    """Seconds to wait before attempt (2, 3, ...): growing, then the longest again and again."""
+    return RETRY_PAUSES_S[min(attempt - 2, len(RETRY_PAUSES_S) - 1)]
+
+
+def pause_before_attempt(attempt: int) -> None:
+    time.sleep(retry_pause_s(attempt))
+
+
+def with_retries(attempt_once: Callable[[int], T], attempts: int) -> T:
+    """attempt_once(n)'s result for the first n in 1..attempts that returns; an error not worth
+    retrying, or the last attempt's error, is raised as it is."""
+    last = max(1, attempts)
+    for attempt in range(1, last + 1):
+        if attempt > 1:
+            pause_before_attempt(attempt)
+        try:
+            return attempt_once(attempt)
+        except (OSError, http.client.HTTPException) as error:
+            if attempt == last or not worth_retrying(error):
+                raise
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], timeout: float,
                   attempts: int) -> Transfer:
     """Fetch remote.url to staging/remote.name, resuming a .part file with a Range request."""
-    transfer = Transfer(remote.name)
-    target = staging / remote.name
     part = staging / f"{remote.name}.part"
-    last_error = ""
-    for _attempt in range(max(1, attempts)):
-        transfer.attempts += 1
+    transfer = Transfer(remote.name, resumed_from=part.stat().st_size if part.exists() else 0)
+
+    def attempt_once(attempt: int) -> None:
+        transfer.attempts = attempt
         have = part.stat().st_size if part.exists() else 0
-        if transfer.attempts == 1:
-            transfer.resumed_from = have
         if remote.size is not None and have > remote.size:
             part.unlink()
             have = 0
-        try:
-            transfer.bytes_transferred += fetch_range(remote.url or "", part, have, headers, timeout)
-        except (OSError, http.client.HTTPException) as error:
-            if isinstance(error, OSError) and error.errno in LOCAL_WRITE_ERRORS:
-                raise FetchError(f"{remote.name}: cannot write {part} ({error.strerror}, [Errno {error.errno}]); not retried: "
-                                 "a full, over-quota or read-only filesystem does not heal by itself. Make room and re-run: "
-                                 "the part file is kept and resumed") from error
-            last_error = str(error) or type(error).__name__
-            continue
+        transfer.bytes_transferred += fetch_range(remote.url or "", part, have, headers, timeout)
         size = part.stat().st_size
-        if remote.size is None or size == remote.size:
-            part.replace(target)
-            return transfer
-        last_error = f"got {size} of {remote.size} bytes"
-    raise FetchError(f"{remote.name}: download incomplete after {transfer.attempts} attempt(s) "
-                     f"({last_error}); {part} is kept and a re-run resumes it")
+        if remote.size is not None and size != remote.size:
+            raise ShortDownload(f"got {size} of {remote.size} bytes")
+
+    try:
+        with_retries(attempt_once, attempts)
+    except urllib.error.HTTPError as error:
+        if worth_retrying(error):
+            raise incomplete(remote, part, transfer, error) from error
+        raise FetchError(f"{remote.name}: {shown_url(remote.url or '')}: {error}") from error
+    except OSError as error:
+        if error.errno in LOCAL_WRITE_ERRORS:
+            raise FetchError(f"{remote.name}: cannot write {part} ({error.strerror}, [Errno {error.errno}]); not retried: "
+                             "a full, over-quota or read-only filesystem does not heal by itself. Make room and re-run: "
+                             "the part file is kept and resumed") from error
+        raise incomplete(remote, part, transfer, error) from error
+    except http.client.HTTPException as error:
+        raise incomplete(remote, part, transfer, error) from error
+    part.replace(staging / remote.name)
+    return transfer
+
+
+def incomplete(remote: RemoteFile, part: Path, transfer: Transfer, error: BaseException) -> FetchError:
+    return FetchError(f"{remote.name}: download incomplete after {transfer.attempts} attempt(s) "
+                      f"({str(error) or type(error).__name__}); {part} is kept and a re-run resumes it")
 
 
 def fetch_range(url: str, part: Path, offset: int, headers: dict[str, str], timeout: float) -> int:

@@ -6,7 +6,17 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import FetchError, head_size, shown_url
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils import model_download
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.model_download import (
+    FetchError, RemoteFile, head_size, http_download, shown_url)
+
+
+@pytest.fixture(autouse=True)
+def pauses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The attempts before which the code paused (no real sleeping in unit tests)."""
+    before: list[int] = []
+    monkeypatch.setattr(model_download, "pause_before_attempt", before.append)
+    return before
 
 
 def test_messages_never_show_a_presigned_urls_query_or_credentials():
@@ -58,3 +68,80 @@ def test_a_head_request_the_server_answers_with_an_error_is_not_asked_again(slow
     with pytest.raises(FetchError, match="HTTP Error 404"):
         head_size("missing", f"{slow_first_head}/missing", {}, timeout=2, attempts=3)
     assert len(SlowFirstHead.heads) == 2
+
+
+class ScriptedAnswers(BaseHTTPRequestHandler):
+    """GET and HEAD of /file: the next status of `script` while any is left, then the whole body."""
+
+    body = b"x" * 5000
+    script: list[int] = []
+    asked: list[str] = []
+
+    def answer(self, send_body: bool) -> None:
+        self.asked.append(self.command)
+        status = self.script.pop(0) if self.script else 200
+        self.send_response(status)
+        self.send_header("Content-Length", str(len(self.body) if status == 200 else 0))
+        self.end_headers()
+        if send_body and status == 200:
+            self.wfile.write(self.body)
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        self.answer(send_body=True)
+
+    def do_HEAD(self) -> None:  # noqa: N802 (http.server's name)
+        self.answer(send_body=False)
+
+    def log_message(self, *_args) -> None:
+        pass
+
+
+@pytest.fixture
+def scripted():
+    ScriptedAnswers.script, ScriptedAnswers.asked = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ScriptedAnswers)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/file"
+    server.shutdown()
+    server.server_close()
+
+
+def download(url: str, staging, attempts: int = 4):
+    return http_download(RemoteFile("shard.gguf", url=url, size=len(ScriptedAnswers.body)), staging, {}, 5, attempts)
+
+
+@pytest.mark.parametrize("status", [403, 404, 410])
+def test_a_final_error_status_is_not_downloaded_again(scripted: str, tmp_path, pauses: list[int], status: int):
+    """Asking a server three more times for a file it says is missing or forbidden only delays the
+    message; the message names the file, the address and the status, not an "incomplete" download."""
+    ScriptedAnswers.script = [status] * 4
+    with pytest.raises(FetchError) as failed:
+        download(scripted, tmp_path)
+    assert str(failed.value).startswith(f"shard.gguf: {scripted}: HTTP Error {status}")
+    assert ScriptedAnswers.asked == ["GET"] and pauses == []
+
+
+@pytest.mark.parametrize("status", [429, 502, 503])
+def test_a_busy_or_restarting_server_is_asked_again_after_growing_pauses(
+        scripted: str, tmp_path, pauses: list[int], status: int):
+    ScriptedAnswers.script = [status, status, status]
+    transfer = download(scripted, tmp_path)
+    assert (tmp_path / "shard.gguf").read_bytes() == ScriptedAnswers.body
+    assert transfer.attempts == 4 and ScriptedAnswers.asked == ["GET"] * 4 and pauses == [2, 3, 4]
+
+
+def test_a_busy_server_on_every_attempt_fails_naming_the_attempts(scripted: str, tmp_path, pauses: list[int]):
+    ScriptedAnswers.script = [503] * 3
+    with pytest.raises(FetchError, match=r"shard\.gguf: download incomplete after 3 attempt\(s\) \(HTTP Error 503"):
+        download(scripted, tmp_path, attempts=3)
+    assert pauses == [2, 3]
+
+
+def test_the_size_request_of_a_busy_server_is_asked_again(scripted: str, pauses: list[int]):
+    ScriptedAnswers.script = [503]
+    assert head_size("shard.gguf", scripted, {}, timeout=5, attempts=2) == len(ScriptedAnswers.body)
+    assert ScriptedAnswers.asked == ["HEAD", "HEAD"] and pauses == [2]
+
+
+def test_pauses_grow_and_then_stay_at_the_longest():
+    assert [model_download.retry_pause_s(attempt) for attempt in range(2, 8)] == [2.0, 5.0, 15.0, 30.0, 30.0, 30.0]
