@@ -561,7 +561,10 @@ def load_rules(path: str | Path) -> Rules:
 
 
 def rules_from_data(data: dict[str, Any]) -> Rules:
-    causes = [cause_rule(entry) for entry in data.get("causes", [])]
+    fatal_patterns = {entry["id"]: entry["pattern"] for entry in data.get("fatal_lines", [])}
+    entries = data.get("causes", [])
+    remedies = {entry["id"]: entry.get("remediation", "") for entry in entries if "id" in entry}
+    causes = [cause_rule(entry, fatal_patterns, remedies) for entry in entries]
     refuse_unknown_classes([rule.cause_class for rule in causes], "rules")
     if not any(rule.cause_class == FALLBACK_CLASS and not rule.regexes for rule in causes):
         raise ValueError(f"rules need an '{FALLBACK_CLASS}' cause without patterns as the fallback")
@@ -673,18 +676,31 @@ def literal_hint(pattern: str) -> str | None:
     return best.lower() if len(best) >= 4 else None
 
 
-def cause_rule(entry: dict[str, Any]) -> CauseRule:
+def cause_rule(entry: dict[str, Any], fatal_patterns: dict[str, str], remedies: dict[str, str]) -> CauseRule:
+    """A cause rule; its 'fatal_lines' (ids) add those fatal-line rules' patterns, so a failure line
+    that is its own cause is written once; 'remediation_of' (a cause's id) shares that cause's remedy."""
     patterns = entry.get("patterns", [])
     if "pattern" in entry:
         patterns = [entry["pattern"], *patterns]
+    patterns = [*patterns, *(referenced(fatal_patterns, name, "fatal line", entry) for name in entry.get("fatal_lines", []))]
+    remediation = entry.get("remediation", "")
+    if "remediation_of" in entry:
+        remediation = referenced(remedies, entry["remediation_of"], "cause", entry)
     return CauseRule(
         cause_class=entry["class"],
         regexes=[compile_pattern(pattern) for pattern in patterns],
         root_cause=entry.get("root_cause", "{exception}"),
-        remediation=entry.get("remediation", ""),
+        remediation=remediation,
         loose=bool(entry.get("loose", False)),
         narrow=bool(entry.get("narrow", False)),
     )
+
+
+def referenced(known: dict[str, str], name: str, kind: str, entry: dict[str, Any]) -> str:
+    if name not in known:
+        raise ValueError(f"the {entry['class']} cause rule {entry.get('id') or entry.get('patterns', [''])[:1]} "
+                         f"names the {kind} '{name}', which the rules do not have")
+    return known[name]
 
 
 def compile_pattern(pattern: str) -> re.Pattern[str]:

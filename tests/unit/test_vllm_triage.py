@@ -115,6 +115,37 @@ def test_rules_need_a_fallback():
         rules_from_data({"causes": [{"class": "nccl", "patterns": ["NCCL"]}]})
 
 
+def test_a_cause_can_take_a_fatal_lines_pattern_and_another_causes_remedy():
+    rules = rules_from_data({
+        "fatal_lines": [{"id": "core_dump", "pattern": "^Aborted \\(core dumped\\)$"}],
+        "causes": [{"id": "native", "class": "other", "patterns": [], "fatal_lines": ["core_dump"],
+                    "remediation": "Find the native frame."},
+                   {"class": "other", "patterns": ["SIGABRT"], "remediation_of": "native"},
+                   {"class": "other", "patterns": []}]})
+    report = triage_stream(io.BytesIO(b"INFO starting\nAborted (core dumped)\n"), rules)
+    assert report.root_cause == "Aborted (core dumped)" and report.remediation == "Find the native frame."
+    assert rules.causes[1].remediation == "Find the native frame."
+
+
+@pytest.mark.parametrize(("cause", "named"), [
+    ({"class": "other", "patterns": [], "fatal_lines": ["no_such_line"]}, "fatal line 'no_such_line'"),
+    ({"class": "nccl", "patterns": ["NCCL"], "remediation_of": "no_such_cause"}, "cause 'no_such_cause'"),
+])
+def test_rules_reject_a_reference_to_a_rule_they_do_not_have(cause, named):
+    with pytest.raises(ValueError, match=f"names the {named}, which the rules do not have"):
+        rules_from_data({"causes": [cause, {"class": "other", "patterns": []}]})
+
+
+def test_rules_json_writes_each_pattern_and_each_remedy_once():
+    """A failure line that is its own cause is referenced by id, and causes that give one remedy
+    name the first: a copy would be mended in one place and left stale in the other."""
+    data = json.loads(RULES_PATH.read_text(encoding="utf-8"))
+    fatal_patterns = {entry["pattern"] for entry in data["fatal_lines"]}
+    assert [p for cause in data["causes"] for p in cause["patterns"] if p in fatal_patterns] == []
+    remedies = [cause["remediation"] for cause in data["causes"] if cause.get("remediation")]
+    assert sorted(r[:60] for r in remedies if remedies.count(r) > 1) == []
+
+
 # ----------------------------------------------------------------------------- parsing
 
 
