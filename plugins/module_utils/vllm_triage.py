@@ -107,7 +107,7 @@ VLLM_LEVEL_PREFIX = re.compile(
 PLAIN_LEVEL_PREFIX = re.compile(r"^(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL|TRACE):(?: +|[\w.]+:)")
 # glog / torch C++ ("E0806 21:52:45.863589 1 file.cc:366] ", "[W409 11:42:27.776 file.cpp:1250] ").
 GLOG_PREFIX = re.compile(
-    r"^\[?(?P<severity>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)?)? [\w.\-]+:\d+\] ?"
+    r"^\[?(?P<severity>[IWEF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d+)?(?: +\d+)?)? [\w.\-/]+:\d+\] ?"
 )
 GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 # Ray's own log format: "[2026-03-25 05:44:29,435 W 39 39] (raylet) ..."
@@ -138,6 +138,8 @@ JSON_RECORD_LEVELS = {"trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "notic
 JSON_RECORD_LEVEL_NUMBERS = {10: "DEBUG", 20: "DEBUG", 30: "INFO", 40: "WARNING", 50: "ERROR", 60: "CRITICAL"}
 
 TRACEBACK_START = "Traceback (most recent call last):"
+# CANN (Ascend) prints the failing operator's inner errors, indented, under this line.
+CANN_INNER_STACK = "TraceBack (most recent call last):"
 TRUNCATED_TRACEBACK = "(traceback without a final exception line)"
 CHAINED_EXCEPTION_MARKERS = (
     "The above exception was the direct cause of the following exception:",
@@ -806,7 +808,7 @@ def continues_message(line: LogLine, listing: bool = False) -> bool:
     text = line.text
     if not text.strip() or line.level is not None or is_frame_line(line):
         return False
-    return listing or text[:1].isspace() or text[:1].islower()
+    return listing or text[:1].isspace() or text[:1].islower() or text.strip() == CANN_INNER_STACK
 
 
 def split_attempts(lines: list[LogLine], rules: Rules) -> list[list[LogLine]]:
@@ -1056,8 +1058,10 @@ def classify(event: FailureEvent, rules: Rules) -> Classification:
     # Where an exception no rule knows was raised (".../attention/backends/flashinfer.py") is a
     # loose hint at its class; the exception stays the root cause.
     frame = raising_frame(event)
+    exceptions = candidates[:-1] if event.header is not None else candidates
     for rule in rules.causes:
-        for text in candidates:
+        # a class's broad words count in the failure's own exception, not in the message logged above it
+        for text in exceptions if rule.loose else candidates:
             if any(regex.search(one_line(text)) for regex in rule.regexes):
                 return Classification(rule=rule, exception=text)
         if rule.loose and frame and any(regex.search(frame) for regex in rule.regexes):

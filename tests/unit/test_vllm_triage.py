@@ -142,6 +142,7 @@ def test_rules_json_writes_each_pattern_and_each_remedy_once():
     data = json.loads(RULES_PATH.read_text(encoding="utf-8"))
     fatal_patterns = {entry["pattern"] for entry in data["fatal_lines"]}
     assert [p for cause in data["causes"] for p in cause["patterns"] if p in fatal_patterns] == []
+    assert [c["patterns"] for c in data["causes"] if c["patterns"] and "|".join(c["patterns"]) in fatal_patterns] == []
     remedies = [cause["remediation"] for cause in data["causes"] if cause.get("remediation")]
     assert sorted(r[:60] for r in remedies if remedies.count(r) > 1) == []
 
@@ -1659,6 +1660,25 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     # a name the hub and the disk both refuse: a missing org, a path outside the container, or an unreachable hub
     ("ValueError: Invalid repository ID or local directory specified: 'Llama-3.1-8B-Instruct'.\n",
      "config_or_tokenizer", ["ORG/NAME", "HF_HUB_OFFLINE", "mounted volume"], []),
+    # held33's vllm-ascend#296 and vllm-omni#534: two packages built for different releases; the
+    # imported module's words (modelscope, config) are not the class
+    ("  File \"/usr/lib/python3.10/site-packages/vllm/transformers_utils/utils.py\", line 32, in list_files\n"
+     "    from modelscope.utils.hf_util import _try_login\n"
+     "ImportError: cannot import name '_try_login' from 'modelscope.utils.hf_util'\n", "other", ["pip check"], []),
+    ("Traceback (most recent call last):\n"
+     "  File \"/usr/local/lib/python3.13/site-packages/vllm_omni/config/model.py\", line 11, in <module>\n"
+     "    from vllm.config.model import (\n"
+     "ImportError: cannot import name '_RUNNER_TASKS' from 'vllm.config.model' (/usr/lib/vllm/config/model.py)\n",
+     "other", ["pip check", "another vLLM"], []),
+    # held33's hermes war story: a model type the installed software does not know yet
+    ("ValueError: model_type qwen3_5 not recognized\n", "unsupported_model_or_gguf", ["Upgrade transformers"], []),
+    # held33's vllm-ascend#16835: CANN's operator failure, the HCCL buffer named in its inner stack
+    ("[PID: 1035] 2026-09-16-11:00:43.191.752 Execution_Error(EZ1008): Failed to execute operator "
+     "MoeDistributeDispatchV2_4507. Reason: Failed to execute tiling function.\n"
+     "        Solution: 1.If the tiling function does not exist, check whether it is registered.\n"
+     "TraceBack (most recent call last):\n"
+     "        HCCL_BUFFSIZE_EP is too SMALL, maxBs = 64, h = 6144, NEEDED = 600MB, HCCL_BUFFSIZE=256MB.\n"
+     "        Tiling check actual window size failed.[FUNC:CheckWinSize]\n", "nccl", ["HCCL_BUFFSIZE"], []),
 ])
 def test_a_failure_with_a_remedy_of_its_own(rules, log: str, cause_class: str,
                                             in_remedy: list[str], not_in_remedy: list[str]):
@@ -1698,3 +1718,25 @@ def test_a_loose_rule_gives_its_class_general_remedy_not_a_narrow_rules(rules):
 def test_every_class_has_a_general_remedy(rules):
     assert all(general_remediation(name, rules.causes) for name in CAUSE_CLASSES)
     assert "No known pattern matched" in general_remediation("other", rules.causes)
+
+
+def test_torchs_glog_lines_with_a_source_path_are_read_with_their_level():
+    """torch logs 'W1230 09:35:08.927000 7 site-packages/torch/utils/cpp_extension.py:117] ...': a
+    warning, so it does not become the header of the traceback printed after it (held33's vllm-omni#534)."""
+    [warning, error] = parse_log(
+        "W1230 09:35:08.927000 7 site-packages/torch/utils/cpp_extension.py:117] No CUDA runtime is found\n"
+        "E0101 12:00:00.123000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9)\n")
+    assert (warning.level, warning.text) == ("WARNING", "No CUDA runtime is found")
+    assert (error.level, error.text) == ("ERROR", "failed (exitcode: -9)")
+
+
+def test_a_class_broad_words_in_the_message_above_a_traceback_do_not_name_its_class(rules):
+    """A loose rule reads the failure's own exception: 'CUDA runtime' in the line logged above the
+    traceback is no evidence that the driver is why this ImportError-free exception was raised."""
+    log = ("ERROR 05-20 20:12:25 [launcher.py:9] Could not start the CUDA runtime helper\n"
+           "Traceback (most recent call last):\n"
+           "  File \"/srv/app/main.py\", line 3, in <module>\n"
+           "    run()\n"
+           "RuntimeError: the flux capacitor is out of phase\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "other" and "flux capacitor" in report.root_cause, report.root_cause
