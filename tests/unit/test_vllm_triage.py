@@ -38,7 +38,7 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held32: 677/716, 94.6 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held33: 691/730, 94.7 %): the cases
 # it misses are labels the rules answer the other way (docs/triage.md lists them); the floor keeps it.
 HELD_BACK_FLOOR = 0.95
 WHOLE_CORPUS_FLOOR = 0.945
