@@ -138,8 +138,6 @@ JSON_RECORD_LEVELS = {"trace": "DEBUG", "debug": "DEBUG", "info": "INFO", "notic
 JSON_RECORD_LEVEL_NUMBERS = {10: "DEBUG", 20: "DEBUG", 30: "INFO", 40: "WARNING", 50: "ERROR", 60: "CRITICAL"}
 
 TRACEBACK_START = "Traceback (most recent call last):"
-# CANN (Ascend) prints the failing operator's inner errors, indented, under this line.
-CANN_INNER_STACK = "TraceBack (most recent call last):"
 TRUNCATED_TRACEBACK = "(traceback without a final exception line)"
 CHAINED_EXCEPTION_MARKERS = (
     "The above exception was the direct cause of the following exception:",
@@ -565,8 +563,7 @@ def load_rules(path: str | Path) -> Rules:
 def rules_from_data(data: dict[str, Any]) -> Rules:
     fatal_patterns = {entry["id"]: entry["pattern"] for entry in data.get("fatal_lines", [])}
     entries = data.get("causes", [])
-    remedies = {entry["id"]: entry.get("remediation", "") for entry in entries if "id" in entry}
-    causes = [cause_rule(entry, fatal_patterns, remedies) for entry in entries]
+    causes = [cause_rule(entry, fatal_patterns, lendable_remedies(entries)) for entry in entries]
     refuse_unknown_classes([rule.cause_class for rule in causes], "rules")
     if not any(rule.cause_class == FALLBACK_CLASS and not rule.regexes for rule in causes):
         raise ValueError(f"rules need an '{FALLBACK_CLASS}' cause without patterns as the fallback")
@@ -698,10 +695,35 @@ def cause_rule(entry: dict[str, Any], fatal_patterns: dict[str, str], remedies: 
     )
 
 
+def lendable_remedies(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """Cause id -> its own remediation; an id given twice, a cause with both a remediation and
+    'remediation_of', and a 'remediation_of' naming a cause without a remediation of its own are
+    refused (each would silently give another remedy than the one written)."""
+    remedies: dict[str, str] = {}
+    for entry in entries:
+        if "remediation" in entry and "remediation_of" in entry:
+            raise ValueError(f"the {rule_name(entry)} has both a remediation and 'remediation_of'")
+        if "id" in entry:
+            if entry["id"] in remedies:
+                raise ValueError(f"two cause rules have the id '{entry['id']}'")
+            remedies[entry["id"]] = entry.get("remediation", "")
+    for entry in entries:
+        lender = entry.get("remediation_of")
+        if lender in remedies and not remedies[lender]:
+            raise ValueError(f"the {rule_name(entry)} borrows the remediation of '{lender}', which has none of its own")
+    return remedies
+
+
+def rule_name(entry: dict[str, Any]) -> str:
+    """How messages name a cause rule: its class, then its id, else its first pattern."""
+    patterns = [entry["pattern"]] if "pattern" in entry else entry.get("patterns", [])
+    label = f"'{entry['id']}'" if "id" in entry else f"/{patterns[0]}/" if patterns else "(no patterns of its own)"
+    return f"{entry['class']} cause rule {label}"
+
+
 def referenced(known: dict[str, str], name: str, kind: str, entry: dict[str, Any]) -> str:
     if name not in known:
-        raise ValueError(f"the {entry['class']} cause rule {entry.get('id') or entry.get('patterns', [''])[:1]} "
-                         f"names the {kind} '{name}', which the rules do not have")
+        raise ValueError(f"the {rule_name(entry)} names the {kind} '{name}', which the rules do not have")
     return known[name]
 
 
@@ -808,7 +830,7 @@ def continues_message(line: LogLine, listing: bool = False) -> bool:
     text = line.text
     if not text.strip() or line.level is not None or is_frame_line(line):
         return False
-    return listing or text[:1].isspace() or text[:1].islower() or text.strip() == CANN_INNER_STACK
+    return listing or text[:1].isspace() or text[:1].islower()
 
 
 def split_attempts(lines: list[LogLine], rules: Rules) -> list[list[LogLine]]:

@@ -118,22 +118,33 @@ def test_rules_need_a_fallback():
 def test_a_cause_can_take_a_fatal_lines_pattern_and_another_causes_remedy():
     rules = rules_from_data({
         "fatal_lines": [{"id": "core_dump", "pattern": "^Aborted \\(core dumped\\)$"}],
-        "causes": [{"id": "native", "class": "other", "patterns": [], "fatal_lines": ["core_dump"],
-                    "remediation": "Find the native frame."},
-                   {"class": "other", "patterns": ["SIGABRT"], "remediation_of": "native"},
-                   {"class": "other", "patterns": []}]})
+        "causes": [{"id": "native", "class": "cuda_kernel_fault", "narrow": True, "patterns": [],
+                    "fatal_lines": ["core_dump"], "remediation": "Find the native frame."},
+                   {"class": "nccl", "narrow": True, "patterns": ["SIGABRT in NCCL"], "remediation_of": "native"},
+                   {"class": "other", "patterns": [], "remediation": "Read the log."}]})
+    assert [pattern.pattern for pattern in rules.causes[0].regexes] == ["^Aborted \\(core dumped\\)$"]
     report = triage_stream(io.BytesIO(b"INFO starting\nAborted (core dumped)\n"), rules)
-    assert report.root_cause == "Aborted (core dumped)" and report.remediation == "Find the native frame."
-    assert rules.causes[1].remediation == "Find the native frame."
+    assert report.cause_class == "cuda_kernel_fault" and report.remediation == "Find the native frame."
+    borrowed = triage_stream(io.BytesIO(b"RuntimeError: SIGABRT in NCCL\n"), rules)
+    assert borrowed.cause_class == "nccl" and borrowed.remediation == "Find the native frame."
 
 
-@pytest.mark.parametrize(("cause", "named"), [
-    ({"class": "other", "patterns": [], "fatal_lines": ["no_such_line"]}, "fatal line 'no_such_line'"),
-    ({"class": "nccl", "patterns": ["NCCL"], "remediation_of": "no_such_cause"}, "cause 'no_such_cause'"),
+@pytest.mark.parametrize(("causes", "named"), [
+    ([{"class": "other", "patterns": [], "fatal_lines": ["no_such_line"]}],
+     "the other cause rule (no patterns of its own) names the fatal line 'no_such_line', which the rules do not have"),
+    ([{"class": "nccl", "patterns": ["NCCL"], "remediation_of": "no_such_cause"}],
+     "the nccl cause rule /NCCL/ names the cause 'no_such_cause', which the rules do not have"),
+    ([{"id": "a", "class": "nccl", "patterns": ["x"], "remediation": "1"},
+      {"id": "a", "class": "nccl", "patterns": ["y"], "remediation": "2"}], "two cause rules have the id 'a'"),
+    ([{"class": "nccl", "patterns": ["x"], "remediation": "1", "remediation_of": "b"}],
+     "the nccl cause rule /x/ has both a remediation and 'remediation_of'"),
+    ([{"id": "a", "class": "nccl", "patterns": ["x"]}, {"class": "nccl", "patterns": ["y"], "remediation_of": "a"}],
+     "the nccl cause rule /y/ borrows the remediation of 'a', which has none of its own"),
 ])
-def test_rules_reject_a_reference_to_a_rule_they_do_not_have(cause, named):
-    with pytest.raises(ValueError, match=f"names the {named}, which the rules do not have"):
-        rules_from_data({"causes": [cause, {"class": "other", "patterns": []}]})
+def test_rules_reject_a_reference_that_would_give_another_remedy_or_pattern(causes, named):
+    with pytest.raises(ValueError) as refused:
+        rules_from_data({"causes": [*causes, {"class": "other", "patterns": []}]})
+    assert str(refused.value) == named
 
 
 def test_rules_json_writes_each_pattern_and_each_remedy_once():
@@ -1683,8 +1694,26 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     ("pydantic_core._pydantic_core.ValidationError: 1 validation error for ModelConfig\n"
      "  Value error, `limit_mm_per_prompt` is only supported for multimodal models. [type=value_error]\n",
      "unsupported_model_or_gguf", ["without that option"], []),
+    # ... but vLLM's own "only for pooling models" asks for another runner, an option
+    ("ValueError: LLM.encode() is only supported for pooling models. Try passing `--runner pooling` to use the "
+     "model as a pooling model.\n", "config_or_tokenizer", ["command line"], ["Upgrade vLLM"]),
+    # an import of a tokenizer or hub name is still two releases that do not match, not the tokenizer or the hub
+    ("ImportError: cannot import name 'AutoTokenizer' from 'transformers' (/usr/lib/transformers/__init__.py)\n",
+     "other", ["pip check"], []),
+    ("ImportError: cannot import name 'HfHubHTTPError' from 'huggingface_hub.utils'\n", "other", ["pip check"], []),
+    # a script or a source checkout named like the package shadows it (modal-examples#546, vllm#4229)
+    ("ImportError: cannot import name 'LLM' from partially initialized module 'vllm' (most likely due to a "
+     "circular import) (/app/vllm.py)\n", "other", ["Rename the file"], ["pip check"]),
+    ("ImportError: cannot import name 'LLM' from 'vllm' (unknown location)\n", "other", ["Rename the file"], ["pip check"]),
     # held33's hermes war story: a model type the installed software does not know yet
     ("ValueError: model_type qwen3_5 not recognized\n", "unsupported_model_or_gguf", ["Upgrade transformers"], []),
+    ("ValueError: `model_type` qwen3_5 not recognized\n", "unsupported_model_or_gguf", ["Upgrade transformers"], []),
+    # a feature this release lacks for a model type is not transformers being old
+    ("NotImplementedError: Model type qwen3_moe is not supported for LoRA\n", "unsupported_model_or_gguf", [],
+     ["Upgrade transformers"]),
+    # FlashAttention on a GPU older than Ampere: another backend, not another model shape
+    ("RuntimeError: FlashAttention only supports Ampere GPUs or newer.\n", "attention_backend",
+     ["VLLM_ATTENTION_BACKEND"], ["head_dim"]),
     # held33's vllm-ascend#16835: CANN's operator failure, the HCCL buffer named in its inner stack
     ("[PID: 1035] 2026-09-16-11:00:43.191.752 Execution_Error(EZ1008): Failed to execute operator "
      "MoeDistributeDispatchV2_4507. Reason: Failed to execute tiling function.\n"
