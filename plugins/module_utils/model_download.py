@@ -11,6 +11,7 @@ import fnmatch
 import hashlib
 import http.client
 import shutil
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -123,34 +124,53 @@ def head_size(name: str, url: str, headers: dict[str, str], timeout: float, atte
 
 # Errors of the local file, not of the network: another attempt would meet them again.
 LOCAL_WRITE_ERRORS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS}
-# Answers a server gives while it is busy or restarting; every other error status is final.
-PASSING_HTTP_STATUSES = {408, 429, 500, 502, 503, 504}
+# Answers a server gives while it is busy, restarting or behind a failing proxy; 501 and 505 (the
+# server cannot do what was asked) and every 4xx but these two are final.
+PASSING_HTTP_STATUSES = {408, 429} | (set(range(500, 600)) - {501, 505})
 # Seconds to wait before the 2nd, 3rd, ... attempt: a restarting server or a flapping link gets
 # time to recover instead of being asked again within the same millisecond.
 RETRY_PAUSES_S = (2.0, 5.0, 15.0, 30.0)
+# The most a server's Retry-After may make one pause last.
+RETRY_AFTER_MAX_S = 300.0
 
 
 class ShortDownload(http.client.HTTPException):
     """The server closed the response before the whole file had come."""
 
 
+def is_network_error(error: BaseException) -> bool:
+    """No answer, a refused, reset or dropped connection, a broken TLS stream, a malformed response:
+    errors of the way to the server, unlike those of the local file (permissions, space, a path)."""
+    if isinstance(error, urllib.error.URLError):
+        return not isinstance(error.reason, ssl.SSLCertVerificationError)  # a certificate does not heal
+    if isinstance(error, http.client.InvalidURL):
+        return False
+    return isinstance(error, (ConnectionError, TimeoutError, ssl.SSLError, http.client.HTTPException))
+
+
 def worth_retrying(error: BaseException) -> bool:
     """No answer, a dropped connection or a busy server may heal by the next attempt; a final error
-    status or a full, over-quota or read-only local filesystem will not."""
+    status, a rejected certificate or an error of the local file will not."""
     if isinstance(error, urllib.error.HTTPError):
         return error.code in PASSING_HTTP_STATUSES
-    if isinstance(error, OSError):
-        return error.errno not in LOCAL_WRITE_ERRORS
-    return isinstance(error, http.client.HTTPException)
+    return is_network_error(error)
 
 
 def retry_pause_s(attempt: int) -> float:
     """Seconds to wait before attempt (2, 3, ...): growing, then the longest again and again."""
-    return RETRY_PAUSES_S[min(attempt - 2, len(RETRY_PAUSES_S) - 1)]
+    return RETRY_PAUSES_S[max(0, min(attempt - 2, len(RETRY_PAUSES_S) - 1))]
 
 
-def pause_before_attempt(attempt: int) -> None:
-    time.sleep(retry_pause_s(attempt))
+def retry_after_s(error: BaseException) -> float:
+    """A busy server's own Retry-After in seconds (an HTTP-date is not read), capped; else 0."""
+    if not isinstance(error, urllib.error.HTTPError) or error.code not in (429, 503) or error.headers is None:
+        return 0.0
+    value = (error.headers.get("Retry-After") or "").strip()
+    return min(float(value), RETRY_AFTER_MAX_S) if value.isdigit() else 0.0
+
+
+def pause(seconds: float) -> None:
+    time.sleep(seconds)
 
 
 def with_retries(attempt_once: Callable[[int], T], attempts: int) -> T:
@@ -158,13 +178,12 @@ def with_retries(attempt_once: Callable[[int], T], attempts: int) -> T:
     retrying, or the last attempt's error, is raised as it is."""
     last = max(1, attempts)
     for attempt in range(1, last + 1):
-        if attempt > 1:
-            pause_before_attempt(attempt)
         try:
             return attempt_once(attempt)
         except (OSError, http.client.HTTPException) as error:
             if attempt == last or not worth_retrying(error):
                 raise
+            pause(max(retry_pause_s(attempt + 1), retry_after_s(error)))
     raise AssertionError("unreachable: the last attempt returns or raises")
 
 
@@ -172,17 +191,21 @@ def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], ti
                   attempts: int) -> Transfer:
     """Fetch remote.url to staging/remote.name, resuming a .part file with a Range request."""
     part = staging / f"{remote.name}.part"
+    if remote.size is not None and part.exists() and part.stat().st_size > remote.size:
+        part.unlink()  # left by a run whose profile gave another size: not a prefix of this file
     transfer = Transfer(remote.name, resumed_from=part.stat().st_size if part.exists() else 0)
 
     def attempt_once(attempt: int) -> None:
         transfer.attempts = attempt
         have = part.stat().st_size if part.exists() else 0
-        if remote.size is not None and have > remote.size:
-            part.unlink()
-            have = 0
         transfer.bytes_transferred += fetch_range(remote.url or "", part, have, headers, timeout)
         size = part.stat().st_size
-        if remote.size is not None and size != remote.size:
+        if remote.size is not None and size > remote.size:
+            part.unlink()
+            raise FetchError(f"{remote.name}: the server sent {size} bytes, more than the {remote.size} the model "
+                             f"profile gives for {shown_url(remote.url or '')}: the profile's size or URL is wrong "
+                             "for this file (not retried; the part file is removed)")
+        if remote.size is not None and size < remote.size:
             raise ShortDownload(f"got {size} of {remote.size} bytes")
 
     try:
@@ -191,16 +214,22 @@ def http_download(remote: RemoteFile, staging: Path, headers: dict[str, str], ti
         if worth_retrying(error):
             raise incomplete(remote, part, transfer, error) from error
         raise FetchError(f"{remote.name}: {shown_url(remote.url or '')}: {error}") from error
-    except OSError as error:
-        if error.errno in LOCAL_WRITE_ERRORS:
-            raise FetchError(f"{remote.name}: cannot write {part} ({error.strerror}, [Errno {error.errno}]); not retried: "
-                             "a full, over-quota or read-only filesystem does not heal by itself. Make room and re-run: "
-                             "the part file is kept and resumed") from error
-        raise incomplete(remote, part, transfer, error) from error
-    except http.client.HTTPException as error:
-        raise incomplete(remote, part, transfer, error) from error
+    except (OSError, http.client.HTTPException) as error:
+        if is_network_error(error):
+            raise incomplete(remote, part, transfer, error) from error
+        raise local_file_error(remote, part, error) from error
     part.replace(staging / remote.name)
     return transfer
+
+
+def local_file_error(remote: RemoteFile, part: Path, error: BaseException) -> FetchError:
+    if isinstance(error, OSError) and error.errno in LOCAL_WRITE_ERRORS:
+        return FetchError(f"{remote.name}: cannot write {part} ({error.strerror}, [Errno {error.errno}]); not retried: "
+                          "a full, over-quota or read-only filesystem does not heal by itself. Make room and re-run: "
+                          "the part file is kept and resumed")
+    return FetchError(f"{remote.name}: cannot fetch into {part} ({error}); not retried: an error of the staging "
+                      "directory or of the request, not of the network (its owner, mode, path or the URL); "
+                      "fix it and re-run")
 
 
 def incomplete(remote: RemoteFile, part: Path, transfer: Transfer, error: BaseException) -> FetchError:

@@ -107,12 +107,12 @@ def test_interrupted_download_fails_naming_the_shard_and_resumes(served: ModelHT
 
 def test_a_dropped_connection_is_retried_within_one_run(served: ModelHTTPServer, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch):
-    paused: list[int] = []
-    monkeypatch.setattr(model_download, "pause_before_attempt", paused.append)
+    paused: list[float] = []
+    monkeypatch.setattr(model_download, "pause", paused.append)
     served.state.drop_after[SHARDS[0]] = 100_000
     result = ensure_model(url_request(served, tmp_path / "models", attempts=3))
     assert result.problems == []
-    assert next(t for t in result.transfers if t["name"] == SHARDS[0])["attempts"] == 2 and paused == [2]
+    assert next(t for t in result.transfers if t["name"] == SHARDS[0])["attempts"] == 2 and paused == [2.0]
 
 
 def test_a_full_filesystem_is_not_retried_and_names_the_file(served: ModelHTTPServer, tmp_path: Path):
