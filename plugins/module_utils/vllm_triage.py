@@ -57,9 +57,9 @@ QUIET_LEVELS = ("INFO", "DEBUG")
 WEAK_CLASSES = ("worker_killed",)
 SUPPORTING_EVIDENCE_LINES = 3
 # Where the rules fell back to "other", the word model's class must be this much likelier (log
-# odds; e**6 ~ 400 times): "other" gathers unrelated failures, so a log of it resembles every
-# class a little.
-CATCH_ALL_MARGIN = 6.0
+# odds; e**8 ~ 3000 times): "other" gathers unrelated failures, so a log of it resembles every
+# class a little (docs/triage.md: how the margin was chosen on the replay's first-sight answers).
+CATCH_ALL_MARGIN = 8.0
 
 # (APIServer pid=123) / (EngineCore_DP0 pid=123) / (VllmWorker rank=0 pid=7) /
 # (RayWorkerWrapper pid=67451, ip=10.1.0.7) / (ServeReplica:default:app pid=526); Ray nests them.
