@@ -38,11 +38,11 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held37: 760/807, 94.2 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held38: 769/818, 94.0 %): the cases
 # it misses are labels the rules answer the other way or logs that do not carry their cause
 # (docs/triage.md lists them); the floor keeps the figure, so a change that loses cases fails.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.941
+WHOLE_CORPUS_FLOOR = 0.940
 
 
 @pytest.fixture(scope="module")
@@ -1719,6 +1719,21 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     # held37's OpenRLHF#728: more workers than the Ray placement group has bundles
     ("ValueError: placement group bundle index 6 is invalid. Valid placement group indexes: 0-4\n",
      "config_or_tokenizer", ["placement group's bundles"], []),
+    # held38's vllm#42609: the custom all-reduce's CUDA IPC refused under expandable segments
+    ("Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:455 'invalid argument'\n", "config_or_tokenizer",
+     ["expandable_segments", "--disable-custom-all-reduce"], []),
+    # held38's modal-examples#1154: a platform's start-up time limit, after the last benign line
+    ("INFO 05-01 12:39:12 backends.py:311] Cache the graph of shape None for later use\n"
+     "Runner failed with exception: Runner has been initializing for too long: 300 seconds\n", "worker_killed",
+     ["time limit"], []),
+    # held38's xr-ai#249: the container runtime's GPU hook refused the way the GPUs were asked for
+    ("docker: Error response from daemon: ... error running prestart hook #0: ... Using requested mode 'cdi'\n"
+     "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) is not\n"
+     "supported. Please use the NVIDIA Container Runtime (e.g. specify the --runtime=nvidia flag) instead\n",
+     "driver_cuda_mismatch", ["NVIDIA Container Toolkit"], []),
+    # held38's vllm#1647: a serving front end's own configuration
+    ("UNAVAILABLE: Internal: AssertionError: vLLM Triton backend must be configured to use decoupled model "
+     "transaction policy\n", "config_or_tokenizer", [], []),
     # held33's hermes war story: a model type the installed software does not know yet
     ("ValueError: model_type qwen3_5 not recognized\n", "unsupported_model_or_gguf", ["Upgrade transformers"], []),
     ("ValueError: `model_type` qwen3_5 not recognized\n", "unsupported_model_or_gguf", ["Upgrade transformers"], []),
