@@ -4,12 +4,25 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+from pathlib import Path
 
 from tests.conftest import DEMO_MODEL_DIR, run
 
 
+# One command-line argument may hold at most 128 KiB (Linux's MAX_ARG_STRLEN): a larger module
+# argument (the triage rules with their word model) goes to Ansible as an extra-vars file instead.
+ARGUMENT_BYTES_MAX = 64 * 1024
+
+
 def adhoc(module: str, args: dict, check: bool = False) -> tuple[int, dict]:
-    result = run(["ansible", "localhost", "-o", *(["-C"] if check else []), "-m", f"vllm_fleet.fleet.{module}", "-a", json.dumps(args)])
+    with tempfile.TemporaryDirectory(prefix="adhoc-") as scratch:
+        large = {key for key, value in args.items() if len(json.dumps(value)) > ARGUMENT_BYTES_MAX}
+        extra_vars = Path(scratch) / "large-arguments.json"
+        extra_vars.write_text(json.dumps({f"adhoc_{key}": args[key] for key in large}))
+        inline = {key: "{{ adhoc_%s }}" % key if key in large else value for key, value in args.items()}
+        result = run(["ansible", "localhost", "-o", *(["-C"] if check else []), "-e", f"@{extra_vars}",
+                      "-m", f"vllm_fleet.fleet.{module}", "-a", json.dumps(inline)])
     # one-line output: "localhost | SUCCESS => {...}" or "localhost | FAILED! => {...}"
     line = next(line for line in result.stdout.splitlines() if line.startswith("localhost |"))
     return result.returncode, json.loads(line.split("=>", 1)[1])
