@@ -241,6 +241,13 @@ class CauseRule:
     # Its remedy fits its own messages only (getpwuid, a truncated shard, ...): not the class's
     # general remedy, which a loose rule and a likely class give.
     narrow: bool = False
+    # A symptom of a cause printed elsewhere (a process that died, a timeout waiting for another):
+    # any other cause the log's warnings and errors name outranks it. None: as its class is.
+    weak: Optional[bool] = None
+
+    @property
+    def outranked_by_other_evidence(self) -> bool:
+        return self.weak if self.weak is not None else self.cause_class in WEAK_CLASSES
 
 
 @dataclass
@@ -692,6 +699,7 @@ def cause_rule(entry: dict[str, Any], fatal_patterns: dict[str, str], remedies: 
         remediation=remediation,
         loose=bool(entry.get("loose", False)),
         narrow=bool(entry.get("narrow", False)),
+        weak=entry.get("weak"),
     )
 
 
@@ -1140,6 +1148,16 @@ def secondary_classification(
             or specific_rule([t for t in texts if is_wrapper(t, rules)], rules, excluded))
 
 
+def weak_classes(classification: Classification | None) -> tuple[str, ...]:
+    """Classes the warnings and errors around a failure may not name in its place: the weak ones,
+    and a weak rule's own (its symptom seen again elsewhere is no other cause)."""
+    if classification is None:
+        return ()
+    if classification.rule.outranked_by_other_evidence:
+        return (*WEAK_CLASSES, classification.rule.cause_class)
+    return WEAK_CLASSES
+
+
 def fallback_rule(rules: Rules) -> CauseRule:
     return next(rule for rule in reversed(rules.causes) if rule.cause_class == FALLBACK_CLASS and not rule.regexes)
 
@@ -1193,8 +1211,8 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
     chosen = choose_event(events, rules)
     classification = classify(chosen, rules) if chosen is not None else None
     if (classification is None or not classification.rule.regexes or classification.rule.loose
-            or classification.rule.cause_class in WEAK_CLASSES):
-        secondary = secondary_classification(events, kept, rules, exclude=WEAK_CLASSES if classification else ())
+            or classification.rule.outranked_by_other_evidence):
+        secondary = secondary_classification(events, kept, rules, exclude=weak_classes(classification))
         if secondary is not None:
             classification = secondary
             chosen = event_quoting(secondary.exception, events, kept) or chosen
