@@ -570,7 +570,8 @@ def load_rules(path: str | Path) -> Rules:
 def rules_from_data(data: dict[str, Any]) -> Rules:
     fatal_patterns = {entry["id"]: entry["pattern"] for entry in data.get("fatal_lines", [])}
     entries = data.get("causes", [])
-    causes = [cause_rule(entry, fatal_patterns, lendable_remedies(entries)) for entry in entries]
+    remedies = lendable_remedies(entries)
+    causes = [cause_rule(entry, fatal_patterns, remedies) for entry in entries]
     refuse_unknown_classes([rule.cause_class for rule in causes], "rules")
     if not any(rule.cause_class == FALLBACK_CLASS and not rule.regexes for rule in causes):
         raise ValueError(f"rules need an '{FALLBACK_CLASS}' cause without patterns as the fallback")
@@ -1082,13 +1083,11 @@ class Classification:
 
 def classify(event: FailureEvent, rules: Rules) -> Classification:
     """First cause rule (in file order) that matches any real exception of the event."""
-    candidates = list(reversed(real_exceptions(event, rules)))  # newest first
-    if event.header is not None:
-        candidates.append(event.header.text.strip())
+    exceptions = list(reversed(real_exceptions(event, rules)))  # newest first
+    candidates = exceptions + ([event.header.text.strip()] if event.header is not None else [])
     # Where an exception no rule knows was raised (".../attention/backends/flashinfer.py") is a
     # loose hint at its class; the exception stays the root cause.
     frame = raising_frame(event)
-    exceptions = candidates[:-1] if event.header is not None else candidates
     for rule in rules.causes:
         # a class's broad words count in the failure's own exception, not in the message logged above it
         for text in exceptions if rule.loose else candidates:

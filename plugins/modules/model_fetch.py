@@ -72,7 +72,8 @@ options:
     default: []
   free_space_margin_mib: {description: Free space to leave on the filesystem after the download., type: int, default: 1024}
   hash_workers: {description: Files hashed at once., type: int, default: 4}
-  download_attempts: {description: Attempts per file within one run (each resumes the last; an unanswered size request is retried too)., type: int, default: 3}
+  download_attempts: {description: 'Attempts per file within one run (each resumes the last after a pause of 2, 5, 15, then 30 s or the
+      server''s Retry-After; an unanswered size request is retried too).', type: int, default: 3}
   timeout: {description: Seconds without data before a connection counts as failed., type: float, default: 60}
 author: vllm-fleet engineers (@vllm-fleet)
 """
