@@ -112,6 +112,17 @@ GLOG_PREFIX = re.compile(
 GLOG_LEVELS = {"I": "INFO", "W": "WARNING", "E": "ERROR", "F": "CRITICAL"}
 # Ray's own log format: "[2026-03-25 05:44:29,435 W 39 39] (raylet) ..."
 RAY_LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<severity>[IWEF]) \d+ \d+\] ")
+# NCCL's debug lines: "host:4711:4790 [0] misc/shmutils.cc:72 NCCL WARN message" (the file only in newer
+# releases; a paste may start at either); the level word stays in the text, rules name "NCCL WARN".
+NCCL_DEBUG_PREFIX = re.compile(
+    r"^(?:[\w.\-]+:\d+:\d+ \[\d+\] )?(?:[\w./\-]+:\d+ )?(?=NCCL (?P<level>WARN|INFO|TRACE|ABORT)\b)"
+)
+NCCL_DEBUG_LEVELS = {"WARN": "ERROR", "INFO": "INFO", "TRACE": "DEBUG", "ABORT": "CRITICAL"}
+# torch_npu / CANN: "[ERROR] 2026-05-22-08:25:51 (PID:274, Device:-1, RankID:-1) ERR99999 UNKNOWN ..."
+ASCEND_LEVEL_PREFIX = re.compile(
+    r"^\[(?P<level>ERROR|WARNING|WARN|INFO|DEBUG)\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d+)? "
+    r"\(PID:\d+, Device:-?\d+, RankID:-?\d+\) "
+)
 # Job runners that tag lines with a level: "0s0n9esxgd0u45[error]worker exited ..."
 TAGGED_LEVEL_PREFIX = re.compile(r"^\w+\[(?P<level>error|info|warning|debug)\]")
 # Nov 30 14:52:01 host python[1234]: message   (journalctl's default "short" output)
@@ -513,6 +524,14 @@ def strip_level_prefix(line: LogLine, rest: str) -> str:
         if match:
             line.level = GLOG_LEVELS[match["severity"]]
             return strip_process_prefixes(line, candidate[match.end():])
+    match = NCCL_DEBUG_PREFIX.match(candidate)
+    if match:
+        line.level = NCCL_DEBUG_LEVELS[match["level"]]
+        return candidate[match.end():]
+    match = ASCEND_LEVEL_PREFIX.match(candidate)
+    if match:
+        line.level = "WARNING" if match["level"] == "WARN" else match["level"]
+        return candidate[match.end():]
     match = PLAIN_LEVEL_PREFIX.match(candidate) or TAGGED_LEVEL_PREFIX.match(candidate)
     if match:
         line.level = match["level"].upper()
@@ -839,7 +858,10 @@ def continues_message(line: LogLine, listing: bool = False) -> bool:
     text = line.text
     if not text.strip() or line.level is not None or is_frame_line(line):
         return False
-    return listing or text[:1].isspace() or text[:1].islower()
+    if listing:
+        return True
+    # "cupy_backends.cuda.libs.nccl.NcclError: ..." is the next failure, not this one's wrapped words
+    return not names_an_exception(text) and (text[:1].isspace() or text[:1].islower())
 
 
 def split_attempts(lines: list[LogLine], rules: Rules) -> list[list[LogLine]]:
@@ -1206,6 +1228,9 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
     if not events:
         events = (quoted_exception_events(attempts[-1], rules) or cause_phrase_events(attempts[-1], rules)
                   or silent_death_event(lines, attempts[-1], rules))
+    elif not any(real_exceptions(event, rules) for event in events):
+        # Only wrappers: a line around them that names a known cause is what they wrap.
+        events = [*events, *cause_phrase_events(kept, rules)]
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))
     chosen = choose_event(events, rules)
     classification = classify(chosen, rules) if chosen is not None else None

@@ -1875,3 +1875,56 @@ def test_vllms_own_mistral_tokenizer_is_not_a_transformers_release(rules):
     report = triage_stream(io.BytesIO(b"AttributeError: 'MistralTokenizer' object has no attribute 'chat_template'\n"),
                            rules)
     assert "transformers 5" not in report.remediation
+
+
+def test_nccls_debug_lines_are_read_with_their_level():
+    """'host:pid:tid [dev] file.cc:N NCCL WARN ...' is how NCCL reports a failure (it has no higher
+    level but ABORT), 'NCCL INFO' is not one; a paste may start at the file or at 'NCCL' (shwgao/vllm)."""
+    warn, info, fragment = parse_log(
+        "a100-8:421780:421780 [0] misc/shmutils.cc:93 NCCL WARN Call to open failed: No such file or directory\n"
+        "a100-8:421780:421790 [0] NCCL INFO misc/socket.cc:47 -> 3\n"
+        "enqueue.cc:1556 NCCL WARN Cuda failure 2 out of memory\n")
+    assert (warn.level, warn.text) == ("ERROR", "NCCL WARN Call to open failed: No such file or directory")
+    assert (info.level, info.text) == ("INFO", "NCCL INFO misc/socket.cc:47 -> 3")
+    assert (fragment.level, fragment.text) == ("ERROR", "NCCL WARN Cuda failure 2 out of memory")
+
+
+def test_the_cuda_failure_nccls_warning_names_outranks_its_unhandled_cuda_error(rules):
+    """NCCL's 'unhandled cuda error' only says a CUDA call failed; its WARN line says which (held28's
+    shwgao/vllm: out of memory, a GPU memory problem, not NCCL's)."""
+    log = ("gpu1:7:9 [0] enqueue.cc:1556 NCCL WARN Cuda failure 2 out of memory\n"
+           "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: unhandled cuda error\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "gpu_memory_held_or_oom", report.root_cause
+    assert report.root_cause == "NCCL WARN Cuda failure 2 out of memory"
+    alone = triage_stream(io.BytesIO(b"RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO)\n"),
+                          rules)
+    assert alone.cause_class == "nccl" and "NCCL_DEBUG" in alone.remediation
+
+
+def test_torch_npus_level_prefix_is_read_and_its_generic_line_is_a_wrapper(rules):
+    """torch_npu logs '[ERROR] date (PID:n, Device:n, RankID:n) ERRnnnnn ...'; ERR00100 'PTA call acl
+    api failed' only says an ACL call failed, CANN's lines after it say why (held33's vllm-ascend#16835)."""
+    [line] = parse_log("[ERROR] 2026-09-16-11:00:43 (PID:1035, Device:1, RankID:-1) ERR00100 PTA call acl api "
+                       "failed.\n")
+    assert (line.level, line.text) == ("ERROR", "ERR00100 PTA call acl api failed.")
+    log = ("[ERROR] 2026-09-16-11:00:43 (PID:1035, Device:1, RankID:-1) ERR00100 PTA call acl api failed.\n"
+           "TraceBack (most recent call last):\n"
+           "        HCCL_BUFFSIZE_EP is too SMALL, maxBs = 64, h = 6144, HCCL_BUFFSIZE=256MB.\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "nccl" and "HCCL_BUFFSIZE_EP is too SMALL" in report.root_cause, report.root_cause
+    wrapper_only = triage_stream(io.BytesIO(log.splitlines(keepends=True)[0].encode()), rules)
+    assert wrapper_only.root_cause.startswith("only a generic wrapper was logged"), wrapper_only.root_cause
+
+
+def test_an_exception_on_the_line_after_a_failure_is_not_its_wrapped_words(rules):
+    """A lower-case line under a failure is usually the terminal wrapping it; a dotted exception
+    ('cupy_backends....NcclError: ...') is the next failure. Under a message ending in ':' it is
+    the detail announced (vllm-rbln#1000's 'raised:')."""
+    log = ("gpu1:7:9 [0] enqueue.cc:1556 NCCL WARN Cuda failure 2 out of memory\n"
+           "cupy_backends.cuda.libs.nccl.NcclError: NCCL_ERROR_UNHANDLED_CUDA_ERROR: unhandled cuda error\n")
+    assert triage_stream(io.BytesIO(log.encode()), rules).root_cause == "NCCL WARN Cuda failure 2 out of memory"
+    announced = ("ERROR 01-01 00:00:00 [core.py:1] torch._dynamo.exc.BackendCompilerFailed: backend='x' raised:\n"
+                 "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
+    report = triage_stream(io.BytesIO(announced.encode()), rules)
+    assert "raised: torch.cuda.OutOfMemoryError" in report.root_cause, report.root_cause
