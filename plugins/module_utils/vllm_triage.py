@@ -168,6 +168,8 @@ RECOVERED = re.compile(r"\b(?:falling back|fall(?:s|ing)? back to)\b", re.IGNORE
 # An assert statement's failure, which names nothing but the statement Python printed above it.
 BARE_ASSERTION = re.compile(r"^(?:\w+\.)*AssertionError:?$")
 CARET_LINE = re.compile(r"^[\^~]+$")
+# What an exception line starts with: a class name, perhaps dotted, then ': ' or nothing ("KeyboardInterrupt").
+EXCEPTION_NAME_START = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?::\s|:?$)")
 ASSERT_STATEMENT = re.compile(r"^assert\b")
 # 'File ".../x.py", line N, in f' (faulthandler: 'line N in f'; Databricks: 'File <command-1>, line 5').
 FRAME_LINE = re.compile(r'^\s*File (?:"[^"]*"|<[^>]*>|\S+), line \d+')
@@ -988,6 +990,8 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
             pass
         elif expecting_exception and is_frame_line(line):
             pass  # a frame pasted without its indentation
+        elif expecting_exception and is_flat_source_line(line, block):
+            pass
         elif text[:1].isspace():
             if not expecting_exception and exceptions:
                 if not EXCEPTION_DETAIL_NOISE.match(text):
@@ -1012,6 +1016,13 @@ def read_traceback(lines: list[LogLine], start: int, header: LogLine | None) -> 
     event = FailureEvent(kind="traceback", lines=block, exceptions=exceptions,
                          exception_lines=exception_lines, header=header)
     return event, position
+
+
+def is_flat_source_line(line: LogLine, block: list[LogLine]) -> bool:
+    """The source line under a frame, both pasted without their indentation ('File "x.py", line
+    8, in <module>' then 'sys.exit(main())'): it follows an unindented frame and names no exception."""
+    return (bool(block) and is_frame_line(block[-1]) and not block[-1].text[:1].isspace()
+            and not EXCEPTION_NAME_START.match(line.text.strip()))
 
 
 def continues_nccl_message(text: str, block: list[LogLine]) -> bool:

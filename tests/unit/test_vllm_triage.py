@@ -1774,6 +1774,23 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
      "TraceBack (most recent call last):\n"
      "        HCCL_BUFFSIZE_EP is too SMALL, maxBs = 64, h = 6144, NEEDED = 600MB, HCCL_BUFFSIZE=256MB.\n"
      "        Tiling check actual window size failed.[FUNC:CheckWinSize]\n", "nccl", ["HCCL_BUFFSIZE"], []),
+    # held39's gpustack#2146: two options that cannot be given together
+    ("TypeError: Error: --enable-auto-tool-choice and --enable-reasoning cannot be enabled at the same time\n",
+     "config_or_tokenizer", ["cannot be given together"], []),
+    ("ValueError: --speculative-config and --enable-chunked-prefill are mutually exclusive\n", "config_or_tokenizer",
+     ["cannot be given together"], []),
+    # held39's unsloth#1380: a bitsandbytes checkpoint loaded as an ordinary one
+    ("ERROR 12-04 11:26:27 engine.py:366] KeyError: 'layers.10.mlp.down_proj.weight.absmax'\n", "config_or_tokenizer",
+     ["--quantization bitsandbytes"], []),
+    ("KeyError: 'model.layers.0.self_attn.q_proj.weight.quant_state.bitsandbytes__nf4'\n", "config_or_tokenizer",
+     ["--quantization bitsandbytes"], []),
+    # held39's vllm-ascend#1813: an operator this NPU has no kernel for (not a config.json problem)
+    ("RuntimeError: call aclnnMoeGatingTopKSoftmax failed, detail:EZ1001: [PID: 51715] Get regInfo failed, The "
+     "binary_info_config.json of socVersion [ascend310p] does not support opType [MoeGatingTopKSoftmax].\n",
+     "unsupported_model_or_gguf", ["ascend310p"], ["config.json"]),
+    # held39's xinference#1151: a prompt over --max-model-len, refused with a warning only
+    ("WARNING 03-15 14:52:00 scheduler.py:195] Input prompt (4108 tokens) is too long and exceeds limit of 4096\n",
+     "config_or_tokenizer", ["--max-model-len"], []),
 ])
 def test_a_failure_with_a_remedy_of_its_own(rules, log: str, cause_class: str,
                                             in_remedy: list[str], not_in_remedy: list[str]):
@@ -1928,3 +1945,32 @@ def test_an_exception_on_the_line_after_a_failure_is_not_its_wrapped_words(rules
                  "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n")
     report = triage_stream(io.BytesIO(announced.encode()), rules)
     assert "raised: torch.cuda.OutOfMemoryError" in report.root_cause, report.root_cause
+
+
+def test_a_weight_named_in_a_keyerror_is_still_a_checkpoint_this_release_cannot_map(rules):
+    report = triage_stream(io.BytesIO(b"KeyError: 'model.layers.3.mlp.experts.w13_weight'\n"), rules)
+    assert report.cause_class == "unsupported_model_or_gguf", report.root_cause
+
+
+def test_a_file_named_like_config_json_is_not_the_models_config(rules):
+    report = triage_stream(io.BytesIO(b"RuntimeError: could not parse binary_info_config.json of the kernel pack\n"),
+                           rules)
+    assert report.cause_class != "config_or_tokenizer", report.root_cause
+    assert triage_stream(io.BytesIO(b"OSError: /models/x does not appear to have a file named config.json\n"),
+                         rules).cause_class == "config_or_tokenizer"
+
+
+def test_a_flat_pasted_traceback_ends_in_its_exception_not_a_source_line(rules):
+    """held39's LLaMA-Factory#8173: frames and their source lines pasted without indentation."""
+    log = ("Traceback (most recent call last):\n"
+           'File "/env/bin/llamafactory-cli", line 8, in\n'
+           "sys.exit(main())\n"
+           'File "/src/llamafactory/hparams/parser.py", line 296, in get_train_args\n'
+           'raise ValueError("vLLM/SGLang backend is only available for API, CLI and Web.")\n'
+           "ValueError: vLLM/SGLang backend is only available for API, CLI and Web.\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.root_cause == "ValueError: vLLM/SGLang backend is only available for API, CLI and Web."
+    bare = triage_stream(io.BytesIO(b'Traceback (most recent call last):\nFile "<string>", line 1, in <module>\n'
+                                    b"KeyboardInterrupt\n"), rules)
+    assert "KeyboardInterrupt" in bare.root_cause, bare.root_cause
+
