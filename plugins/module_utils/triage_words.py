@@ -49,10 +49,9 @@ class WordModel:
         scores = {}
         for cause_class, logs in self.logs_per_class.items():
             counts = self.logs_with_word.get(cause_class, {})
-            score = math.log(logs / total)
-            for word in known:
-                score += math.log((counts.get(word, 0) + SMOOTHING) / (logs + 2 * SMOOTHING))
-            scores[cause_class] = score
+            # fsum: exact whatever the order, so a set's iteration order (PYTHONHASHSEED) cannot move a tie
+            scores[cause_class] = math.fsum([math.log(logs / total), *(
+                math.log((counts.get(word, 0) + SMOOTHING) / (logs + 2 * SMOOTHING)) for word in known)])
         return scores
 
 

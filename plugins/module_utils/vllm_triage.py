@@ -51,6 +51,10 @@ OTHER_WORKER_EVIDENCE_LINES = 3
 LINE_CONTINUATION_MAX = 3
 # A message that ends in ':' ("... the WNA16 linear layer. Reasons:") lists its details below.
 LISTED_DETAILS_MAX = 8
+# How far after a wrapper its reason may be printed (CANN's operator error and inner stack).
+WRAPPER_REASON_LINES = 20
+# How far before a weak rule's symptom its library may have printed the reason.
+SYMPTOM_REASON_LINES = 5
 SECONDARY_LEVELS = ("WARNING", "ERROR", "CRITICAL")
 QUIET_LEVELS = ("INFO", "DEBUG")
 # A process that died is usually the consequence of an error printed elsewhere in the log.
@@ -117,7 +121,9 @@ RAY_LOG_PREFIX = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ (?P<severity
 NCCL_DEBUG_PREFIX = re.compile(
     r"^(?:[\w.\-]+:\d+:\d+ \[\d+\] )?(?:[\w./\-]+:\d+ )?(?=NCCL (?P<level>WARN|INFO|TRACE|ABORT)\b)"
 )
-NCCL_DEBUG_LEVELS = {"WARN": "ERROR", "INFO": "INFO", "TRACE": "DEBUG", "ABORT": "CRITICAL"}
+# WARN carries NCCL's failures and its notices alike ("Got async event : GID table change"): no level,
+# read like a raw line; INFO and TRACE are quiet.
+NCCL_DEBUG_LEVELS = {"WARN": None, "INFO": "INFO", "TRACE": "DEBUG", "ABORT": "ERROR"}
 # torch_npu / CANN: "[ERROR] 2026-05-22-08:25:51 (PID:274, Device:-1, RankID:-1) ERR99999 UNKNOWN ..."
 ASCEND_LEVEL_PREFIX = re.compile(
     r"^\[(?P<level>ERROR|WARNING|WARN|INFO|DEBUG)\] \d{4}-\d\d-\d\d-\d\d:\d\d:\d\d(?:\.\d+)? "
@@ -520,7 +526,10 @@ def strip_level_prefix(line: LogLine, rest: str) -> str:
         line.level = match["level"]
         line.timestamp = match["timestamp"]
         line.source = match["source"] or match["old_source"]
-        return strip_process_prefixes(line, candidate[match.end():])
+        message = strip_process_prefixes(line, candidate[match.end():])
+        # vLLM logging torch_npu's own line: "ERROR ... engine.py:389] [ERROR] 2025-... (PID:..) ERR00100 ..."
+        inner = ASCEND_LEVEL_PREFIX.match(message)
+        return message[inner.end():] if inner else message
     for pattern in (GLOG_PREFIX, RAY_LOG_PREFIX):
         match = pattern.match(candidate)
         if match:
@@ -1159,11 +1168,14 @@ def specific_rule(texts: Iterable[str], rules: Rules, exclude: set[str] | None =
 
 
 def secondary_classification(
-    events: list[FailureEvent], kept: list[LogLine], rules: Rules, exclude: Iterable[str] = ()
+    events: list[FailureEvent], kept: list[LogLine], rules: Rules, exclude: Iterable[str] = (),
+    just_before: Iterable[LogLine] = (),
 ) -> Classification | None:
     """When no real exception names a known cause: the warnings and errors around it, the
-    non-wrapper ones first (a wrapper's list of possible causes is the last resort)."""
-    texts = [text for event in events for text in event.exceptions]
+    non-wrapper ones first (a wrapper's list of possible causes is the last resort); for a
+    symptom, also the raw lines `just_before` it."""
+    texts = [line.text.strip() for line in just_before if line.level is None and not is_frame_line(line)]
+    texts += [text for event in events for text in event.exceptions]
     # The frames and source lines of a traceback that ends in its exception (logged at ERROR line
     # by line) name files, not causes; of a traceback cut before its exception they are all there is.
     frames = {line.index for event in events if event.kind == "traceback" and not event.cut_before_exception
@@ -1178,6 +1190,19 @@ def secondary_classification(
     excluded = set(exclude)
     return (specific_rule(plain, rules, excluded)
             or specific_rule([t for t in texts if is_wrapper(t, rules)], rules, excluded))
+
+
+def lines_before_a_symptom(
+    chosen: FailureEvent | None, classification: Classification | None, kept: list[LogLine]
+) -> list[LogLine]:
+    """The lines printed just before a weak rule's failure, in its stream: a library that reports
+    a symptom ("NCCL error: unhandled cuda error") logs its reason there ("NCCL WARN Cuda failure 2
+    out of memory")."""
+    if chosen is None or classification is None or not classification.rule.outranked_by_other_evidence:
+        return []
+    first = chosen.first_index
+    before = [line for line in kept if line.index < first and line.stream == chosen.stream]
+    return before[-SYMPTOM_REASON_LINES:]
 
 
 def weak_classes(classification: Classification | None) -> tuple[str, ...]:
@@ -1240,14 +1265,14 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
         events = (quoted_exception_events(attempts[-1], rules) or cause_phrase_events(attempts[-1], rules)
                   or silent_death_event(lines, attempts[-1], rules))
     elif not any(real_exceptions(event, rules) for event in events):
-        # Only wrappers: a line around them that names a known cause is what they wrap.
-        events = [*events, *cause_phrase_events(kept, rules)]
+        events = [*events, *reasons_after_wrappers(events, kept, rules)]
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))
     chosen = choose_event(events, rules)
     classification = classify(chosen, rules) if chosen is not None else None
     if (classification is None or not classification.rule.regexes or classification.rule.loose
             or classification.rule.outranked_by_other_evidence):
-        secondary = secondary_classification(events, kept, rules, exclude=weak_classes(classification))
+        secondary = secondary_classification(events, kept, rules, exclude=weak_classes(classification),
+                                             just_before=lines_before_a_symptom(chosen, classification, kept))
         if secondary is not None:
             classification = secondary
             chosen = event_quoting(secondary.exception, events, kept) or chosen
@@ -1353,6 +1378,19 @@ def cause_phrase_events(lines: list[LogLine], rules: Rules) -> list[FailureEvent
     # A line that says something failed comes before one that only mentions a cause's word
     # (a configuration dump's "tokenizer=...").
     return [event for event in events if SAYS_SOMETHING_FAILED.search(event.final_exception)] or events
+
+
+def reasons_after_wrappers(events: list[FailureEvent], lines: list[LogLine], rules: Rules) -> list[FailureEvent]:
+    """Only wrappers: a line just after one that says what failed for a known cause (CANN prints
+    its reason under torch_npu's 'ERR00100 PTA call acl api failed'). Lines before a wrapper, or
+    far from it, are other messages."""
+    position = {line.index: number for number, line in enumerate(lines)}
+    after: list[LogLine] = []
+    for event in events:
+        start = position.get(event.lines[-1].index)
+        if start is not None:
+            after += [line for line in lines[start + 1:start + 1 + WRAPPER_REASON_LINES] if line.stream == event.stream]
+    return [event for event in cause_phrase_events(after, rules) if SAYS_SOMETHING_FAILED.search(event.final_exception)]
 
 
 def silent_death_event(lines: list[LogLine], attempt: list[LogLine], rules: Rules) -> list[FailureEvent]:

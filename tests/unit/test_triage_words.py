@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -144,3 +145,25 @@ def test_the_word_model_in_rules_json_is_the_one_the_corpus_trains(rules_data):
     from tests.fixtures.triage.score import trained_word_model
 
     assert rules_data["word_model"] == trained_word_model()
+
+
+SCORES_OF_A_CORPUS_LOG = """
+import sys
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.triage_words import words_of
+from ansible_collections.vllm_fleet.fleet.plugins.module_utils.vllm_triage import load_rules
+rules = load_rules(sys.argv[1])
+words = words_of(open(sys.argv[2], encoding="utf-8").read().splitlines())
+print(repr(sorted(rules.word_model.log_scores(words).items())))
+"""
+
+
+def test_a_logs_scores_do_not_depend_on_the_hash_seed():
+    """A set's order follows PYTHONHASHSEED; a sum in that order moved the last bits of a score,
+    and a near tie (the catch-all margin) with them."""
+    log = REPO_ROOT / "tests" / "fixtures" / "triage" / "corpus" / "logs" / "opea-genaicomps-1549-python-under-root.log"
+    outputs = {
+        subprocess.run([sys.executable, "-c", SCORES_OF_A_CORPUS_LOG, str(RULES_PATH), str(log)], check=True,
+                       capture_output=True, text=True, cwd=REPO_ROOT, env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("0", "1", "2", "3")
+    }
+    assert len(outputs) == 1, outputs
