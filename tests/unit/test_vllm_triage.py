@@ -38,11 +38,11 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held40: 795/850, 93.5 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held41: 808/869, 93.0 %): the cases
 # it misses are labels the rules answer the other way or logs that do not carry their cause
 # (docs/triage.md lists them); the floor keeps the figure, so a change that loses cases fails.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.935
+WHOLE_CORPUS_FLOOR = 0.929
 
 
 @pytest.fixture(scope="module")
@@ -1813,6 +1813,13 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     ("RuntimeError: EZ3003: No supported Ops kernel and engine are found for [GroupedMatmul], optype "
      "[GroupedMatmul].\n", "unsupported_model_or_gguf", ["opType"], []),
     ("RuntimeError: Cannot find binary for op PromptFlashAttention.\n", "unsupported_model_or_gguf", ["opType"], []),
+    # held41's vllm#53186: a MemoryError that says CUDA is the GPU's memory, not the host's
+    ("MemoryError: CUDA out of memory. Tried to allocate 12.22 GiB.\n", "gpu_memory_held_or_oom", [], ["MemoryMax"]),
+    ("MemoryError: Unable to allocate 12.2 GiB for an array with shape (3276800000,) and data type float32\n",
+     "host_oom", [], []),
+    # held41's GPTQModel#124: the model's code reads a plain weight of a quantized layer
+    ("[rank0]: AttributeError: 'MergedColumnParallelLinear' object has no attribute 'weight'. Did you mean: "
+     "'qweight'?\n", "unsupported_model_or_gguf", ["qweight"], []),
     # one option that cannot be used with a backend, a GPU or parallelism is not two options
     ("ValueError: --kv-cache-dtype fp8_e5m2 cannot be used with the FlashInfer attention backend.\n",
      "attention_backend", [], ["cannot be given together"]),
