@@ -263,6 +263,9 @@ class CauseRule:
     # A symptom of a cause printed elsewhere (a process that died, a timeout waiting for another):
     # any other cause the log's warnings and errors name outranks it. None: as its class is.
     weak: Optional[bool] = None
+    # A request a running server refused (a prompt over --max-model-len): the failure where the log
+    # shows no other, never the evidence for another (a long-lived journal holds many).
+    refused_request: bool = False
 
     @property
     def outranked_by_other_evidence(self) -> bool:
@@ -731,6 +734,7 @@ def cause_rule(entry: dict[str, Any], fatal_patterns: dict[str, str], remedies: 
         loose=bool(entry.get("loose", False)),
         narrow=bool(entry.get("narrow", False)),
         weak=entry.get("weak"),
+        refused_request=bool(entry.get("refused_request", False)),
     )
 
 
@@ -1155,11 +1159,15 @@ def raising_frame(event: FailureEvent) -> str | None:
     return frames[-1].text.strip() if frames else None
 
 
-def specific_rule(texts: Iterable[str], rules: Rules, exclude: set[str] | None = None) -> Classification | None:
+def specific_rule(
+    texts: Iterable[str], rules: Rules, exclude: set[str] | None = None, refused_requests: bool = True
+) -> Classification | None:
     """First non-fallback, non-loose cause rule (in file order) that matches one of the texts."""
     candidates = [text for text in texts if text.strip()]
     for rule in rules.causes:
         if not rule.regexes or rule.loose or (exclude and rule.cause_class in exclude):
+            continue
+        if rule.refused_request and not refused_requests:
             continue
         for text in candidates:
             if any(regex.search(one_line(text)) for regex in rule.regexes):
@@ -1188,8 +1196,10 @@ def secondary_classification(
               for line in event.lines if line.level is None and not is_frame_line(line)]
     plain = [text for text in texts if not is_wrapper(text, rules)]
     excluded = set(exclude)
-    return (specific_rule(plain, rules, excluded)
-            or specific_rule([t for t in texts if is_wrapper(t, rules)], rules, excluded))
+    # where something else failed, a request the server refused is no evidence of why
+    alone = not events
+    return (specific_rule(plain, rules, excluded, refused_requests=alone)
+            or specific_rule([t for t in texts if is_wrapper(t, rules)], rules, excluded, refused_requests=alone))
 
 
 def lines_before_a_symptom(

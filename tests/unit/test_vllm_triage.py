@@ -1820,6 +1820,14 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
     # held41's GPTQModel#124: the model's code reads a plain weight of a quantized layer
     ("[rank0]: AttributeError: 'MergedColumnParallelLinear' object has no attribute 'weight'. Did you mean: "
      "'qweight'?\n", "unsupported_model_or_gguf", ["qweight"], []),
+    # held42's RAGEN#116 and held39's xinference#1151: a prompt over --max-model-len (an error, or
+    # the server's warning where nothing else failed)
+    ("ValueError: Prompt length of 3778 is longer than the maximum model length of 3600.\n", "config_or_tokenizer",
+     ["--max-model-len"], []),
+    ("WARNING 03-15 14:52:00 scheduler.py:195] Input prompt (4108 tokens) is too long and exceeds limit of 4096\n",
+     "config_or_tokenizer", ["--max-model-len"], []),
+    ("openai.BadRequestError: Error code: 400 - {'object': 'error', 'message': \"This model's maximum context length "
+     "is 4096 tokens. However, your request has 5000 input tokens.\"}\n", "config_or_tokenizer", ["--max-model-len"], []),
     # one option that cannot be used with a backend, a GPU or parallelism is not two options
     ("ValueError: --kv-cache-dtype fp8_e5m2 cannot be used with the FlashInfer attention backend.\n",
      "attention_backend", [], ["cannot be given together"]),
@@ -2065,6 +2073,8 @@ def test_a_start_up_notice_does_not_outrank_nccls_unhandled_cuda_error(rules):
 
 
 def test_a_refused_long_prompt_is_no_cause_of_a_later_crash(rules):
+    """A request the server refused is the failure only where nothing else failed: a long-lived
+    journal holds many, and they say nothing about a crash hours later."""
     log = ("INFO:     Application startup complete.\n"
            "WARNING 03-15 14:52:00 [scheduler.py:195] Input prompt (4108 tokens) is too long and exceeds limit of 4096\n"
            "ERROR 03-15 15:00:00 [core.py:1] IndexError: index 151936 is out of bounds for dimension 0 with size 151936\n")
