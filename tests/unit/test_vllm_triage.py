@@ -2020,7 +2020,6 @@ def test_a_flat_pasted_traceback_ends_in_its_exception_not_a_source_line(rules):
     assert "KeyboardInterrupt" in bare.root_cause, bare.root_cause
 
 
-
 def test_a_config_file_other_than_the_npu_kernel_list_is_still_configuration(rules):
     for line in (b"ValueError: Can't find 'adapter_config.json' at '/loras/sql-lora'\n",
                  b"OSError: could not read /models/x/generation_config.json\n"):
