@@ -85,10 +85,11 @@ PIPE_LOGGER_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \|
 # Kernel log lines: "[ 2448.628961] " (dmesg) or "[Thu Aug 27 00:39:44 2026] " (dmesg -T).
 KERNEL_TIMESTAMP = re.compile(r"^\[(?:\s*\d+\.\d+|\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
 # A shell's report of a command that a signal ended: bash's for a script's command ("run.sh: line 5:
-#  4711 Aborted (core dumped)  vllm serve ..."), zsh's for a prompt's ("zsh: killed  python -m ...").
+#  4711 Aborted (core dumped)  vllm serve ..."), zsh's for a prompt's ("zsh: killed  python -m ...")
+# or for a job ("[1]    3981644 illegal hardware instruction (core dumped)  vllm serve ...").
 SHELL_JOB_REPORT = re.compile(
     r"^(?:\S+: line \d+: +\d+ (?P<bash>Killed|Aborted|Illegal instruction|Segmentation fault|Bus error)"
-    r"|zsh: (?P<zsh>killed|abort|illegal hardware instruction|segmentation fault|bus error))"
+    r"|(?:zsh: |\[\d+\] +(?:[+-] +)?\d+ )(?P<zsh>killed|abort|illegal hardware instruction|segmentation fault|bus error))"
     r"(?P<core> +\(core dumped\))? +\S"
 )
 ZSH_SIGNAL_WORDS = {"killed": "Killed", "abort": "Aborted", "illegal hardware instruction": "Illegal instruction",
@@ -476,7 +477,7 @@ def parse_vllm_line(
 def shell_signal_words(text: str) -> str:
     """A shell's report of a command that died by a signal, as the shell's own words for the signal
     ("Aborted (core dumped)"): the command's arguments are no evidence of the cause."""
-    match = SHELL_JOB_REPORT.match(text) if ": line " in text or text.startswith("zsh: ") else None
+    match = SHELL_JOB_REPORT.match(text) if ": line " in text or text.startswith(("zsh: ", "[")) else None
     if match is None:
         return text
     words = match["bash"] or ZSH_SIGNAL_WORDS[match["zsh"]]
