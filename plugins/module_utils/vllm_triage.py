@@ -85,15 +85,19 @@ PIPE_LOGGER_PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d+)? \|
 # Kernel log lines: "[ 2448.628961] " (dmesg) or "[Thu Aug 27 00:39:44 2026] " (dmesg -T).
 KERNEL_TIMESTAMP = re.compile(r"^\[(?:\s*\d+\.\d+|\w{3} \w{3} [ \d]\d \d\d:\d\d:\d\d \d{4})\] ")
 # A shell's report of a command that a signal ended: bash's for a script's command ("run.sh: line 5:
-#  4711 Aborted (core dumped)  vllm serve ..."), zsh's for a prompt's ("zsh: killed  python -m ...")
-# or for a job ("[1]    3981644 illegal hardware instruction (core dumped)  vllm serve ...").
+#  4711 Aborted (core dumped)  vllm serve ...") or a job ("[1]+  Killed   vllm serve ..."), zsh's for
+# a prompt's ("zsh: killed  python -m ...") or a job ("[1]    3981644 illegal hardware instruction
+# (core dumped)  vllm serve ...": the job, two spaces, its mark or a space, the pid).
 SHELL_JOB_REPORT = re.compile(
-    r"^(?:\S+: line \d+: +\d+ (?P<bash>Killed|Aborted|Illegal instruction|Segmentation fault|Bus error)"
-    r"|(?:zsh: |\[\d+\] +(?:[+-] +)?\d+ )(?P<zsh>killed|abort|illegal hardware instruction|segmentation fault|bus error))"
+    r"^(?:(?:\S+: line \d+: +\d+ |\[\d+\][+-]? +)"
+    r"(?P<bash>Killed|Aborted|Illegal instruction|Segmentation fault|Bus error)"
+    r"|(?:zsh: |\[\d+\]  [ +-] \d+ )"
+    r"(?P<zsh>killed|abort|IOT instruction|illegal hardware instruction|segmentation fault|bus error))"
     r"(?P<core> +\(core dumped\))? +\S"
 )
-ZSH_SIGNAL_WORDS = {"killed": "Killed", "abort": "Aborted", "illegal hardware instruction": "Illegal instruction",
-                    "segmentation fault": "Segmentation fault", "bus error": "Bus error"}
+ZSH_SIGNAL_WORDS = {"killed": "Killed", "abort": "Aborted", "iot instruction": "Aborted",
+                    "illegal hardware instruction": "Illegal instruction", "segmentation fault": "Segmentation fault",
+                    "bus error": "Bus error"}
 # Terminal colours, also as pasted ("\x1b[", "^[[", or the replacement character).
 ANSI_COLOUR = re.compile(r"(?:\x1b|\^\[|\ufffd)\[[0-9;]*m|\[[0-9;]+m")
 # A whole line between the same markdown emphasis marks, as pasted into an issue body.
@@ -201,7 +205,7 @@ EXCEPTION_DETAIL_NOISE = re.compile(r"^\s*For further information visit ")
 # cause is on the line after "Last error:", so those lines belong to the exception.
 NCCL_MESSAGE_CONTINUATION = re.compile(r"^(?:nccl\w+Error: |Last error:\s*$)")
 # pydantic appends the whole input to a validation error; it only buries the message.
-PYDANTIC_INPUT_TAIL = re.compile(r"\s*\[type=[^\]]*?, input_value=.*$")
+PYDANTIC_INPUT_TAIL = re.compile(r"(?<!\s)\s*\[type=[^\]]*?, input_value=.*$")
 # Worker names, pids, ranks and sizes differ between otherwise identical worker tracebacks.
 WORKER_VARYING_PARTS = (
     (re.compile(r"\b(?:Worker_TP|VllmWorker-|Worker_PP|Worker_DP|rank ?)\d+\b"), "<worker>"),
@@ -480,7 +484,7 @@ def shell_signal_words(text: str) -> str:
     match = SHELL_JOB_REPORT.match(text) if ": line " in text or text.startswith(("zsh: ", "[")) else None
     if match is None:
         return text
-    words = match["bash"] or ZSH_SIGNAL_WORDS[match["zsh"]]
+    words = match["bash"] or ZSH_SIGNAL_WORDS[match["zsh"].lower()]
     return words + (" (core dumped)" if match["core"] else "")
 
 
@@ -1089,10 +1093,19 @@ def worker_signature(text: str) -> str:
     return " ".join(text.split())
 
 
+def is_refused_request(event: FailureEvent, rules: Rules) -> bool:
+    refusals = [rule for rule in rules.causes if rule.refused_request]
+    return all(any(regex.search(one_line(text)) for rule in refusals for regex in rule.regexes)
+               for text in real_exceptions(event, rules))
+
+
 def choose_event(events: list[FailureEvent], rules: Rules) -> FailureEvent | None:
     """The first real traceback that ends in its exception; else a single fatal line (which names
     what a traceback cut before its last line only hints at); else the first real event."""
     real = [event for event in events if real_exceptions(event, rules)]
+    # a request the running server refused is the failure only where nothing else failed
+    failed = [event for event in real if not is_refused_request(event, rules)]
+    real = failed or real
     tracebacks = [event for event in real if event.kind == "traceback" and not event.cut_before_exception]
     if tracebacks:
         return tracebacks[0]
