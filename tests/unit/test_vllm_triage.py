@@ -38,11 +38,11 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held43: 835/901, 92.7 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held44: 847/913, 92.8 %): the cases
 # it misses are labels the rules answer the other way or logs that do not carry their cause
 # (docs/triage.md lists them); the floor keeps the figure, so a change that loses cases fails.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.926
+WHOLE_CORPUS_FLOOR = 0.927
 
 
 @pytest.fixture(scope="module")
@@ -1840,6 +1840,11 @@ def test_the_compiler_run_wrapper_and_its_last_resort_cause_are_one_pattern():
      "other", ["/root", "CUDA base image"], []),
     ("Error: crun: executable file `python3` not found in $PATH: No such file or directory: OCI runtime attempted to "
      "invoke a command that was not found\n", "other", ["/root"], []),
+    # held44's NeMo-RL job: Slurm's accounting of a step its cgroup's OOM killer ended, and slurmstepd's
+    ("2350825.0|bash|COMPLETED|0:0|00:22:50|75124M||user\n2350825.4|bash|OUT_OF_MEMORY|0:125|00:12:17|453952640K||user\n",
+     "host_oom", [], []),
+    ("slurmstepd: error: Detected 1 oom_kill event in StepId=2350825.4. Some of the step tasks have been OOM Killed.\n",
+     "host_oom", [], []),
     # zsh's and bash's other job reports
     ("[1]+  Killed                  vllm serve /models/x --port 8000\n", "worker_killed", [], []),
     ("zsh: IOT instruction (core dumped)  python -m vllm.entrypoints.openai.api_server\n", "other", [], []),
@@ -2124,3 +2129,8 @@ def test_a_refused_request_logged_as_a_traceback_is_no_cause_of_a_later_crash(ru
 def test_a_bracketed_count_is_no_shells_job_report(rules):
     report = triage_stream(io.BytesIO(b"[0] 4 killed workers were restarted\n"), rules)
     assert report.cause_class != "worker_killed", report.root_cause
+
+
+def test_a_lower_case_out_of_memory_name_is_no_slurm_state(rules):
+    report = triage_stream(io.BytesIO(b"AttributeError: module 'torch.cuda' has no attribute 'out_of_memory'\n"), rules)
+    assert report.cause_class != "host_oom", report.root_cause
