@@ -1177,14 +1177,14 @@ def specific_rule(
     texts: Iterable[str], rules: Rules, exclude: set[str] | None = None, refused_requests: bool = True
 ) -> Classification | None:
     """First non-fallback, non-loose cause rule (in file order) that matches one of the texts."""
-    candidates = [text for text in texts if text.strip()]
+    candidates = [(text, one_line(text)) for text in texts if text.strip()]
     for rule in rules.causes:
         if not rule.regexes or rule.loose or (exclude and rule.cause_class in exclude):
             continue
         if rule.refused_request and not refused_requests:
             continue
-        for text in candidates:
-            if any(regex.search(one_line(text)) for regex in rule.regexes):
+        for text, flat in candidates:
+            if any(regex.search(flat) for regex in rule.regexes):
                 return Classification(rule=rule, exception=text)
     return None
 
