@@ -1094,9 +1094,8 @@ def worker_signature(text: str) -> str:
 
 
 def is_refused_request(event: FailureEvent, rules: Rules) -> bool:
-    refusals = [rule for rule in rules.causes if rule.refused_request]
-    return all(any(regex.search(one_line(text)) for rule in refusals for regex in rule.regexes)
-               for text in real_exceptions(event, rules))
+    refusals = [regex for rule in rules.causes if rule.refused_request for regex in rule.regexes]
+    return all(any(regex.search(flat) for regex in refusals) for flat in map(one_line, real_exceptions(event, rules)))
 
 
 def choose_event(events: list[FailureEvent], rules: Rules) -> FailureEvent | None:

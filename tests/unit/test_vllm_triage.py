@@ -2105,25 +2105,26 @@ def test_a_start_up_notice_does_not_outrank_nccls_unhandled_cuda_error(rules):
     assert triage_stream(io.BytesIO(log.encode()), rules).cause_class == "nccl"
 
 
-def test_a_refused_long_prompt_is_no_cause_of_a_later_crash(rules):
+@pytest.mark.parametrize(("refusal", "crash", "cause_class", "quoted"), [
+    # the scheduler's warning
+    ("WARNING 03-15 14:52:00 [scheduler.py:195] Input prompt (4108 tokens) is too long and exceeds limit of 4096\n",
+     "ERROR 03-15 15:00:00 [core.py:1] IndexError: index 151936 is out of bounds for dimension 0 with size 151936\n",
+     "other", "IndexError"),
+    # the OpenAI server's error, logged as a traceback
+    ("ERROR 03-15 14:52:00 [serving_chat.py:1] Error in preprocessing prompt inputs\n"
+     "ERROR 03-15 14:52:00 [serving_chat.py:1] Traceback (most recent call last):\n"
+     'ERROR 03-15 14:52:00 [serving_chat.py:1]   File "/vllm/entrypoints/openai/serving_engine.py", line 9, in x\n'
+     "ERROR 03-15 14:52:00 [serving_chat.py:1] ValueError: This model's maximum context length is 4096 tokens. "
+     "However, you requested 5000 tokens in the messages.\n",
+     "ERROR 03-15 18:00:00 [core.py:1] RuntimeError: CUDA error: an illegal memory access was encountered\n",
+     "cuda_kernel_fault", "illegal memory access"),
+])
+def test_a_refused_request_is_no_cause_of_a_later_crash(rules, refusal: str, crash: str, cause_class: str, quoted: str):
     """A request the server refused is the failure only where nothing else failed: a long-lived
     journal holds many, and they say nothing about a crash hours later."""
-    log = ("INFO:     Application startup complete.\n"
-           "WARNING 03-15 14:52:00 [scheduler.py:195] Input prompt (4108 tokens) is too long and exceeds limit of 4096\n"
-           "ERROR 03-15 15:00:00 [core.py:1] IndexError: index 151936 is out of bounds for dimension 0 with size 151936\n")
+    log = "INFO:     Application startup complete.\n" + refusal + crash
     report = triage_stream(io.BytesIO(log.encode()), rules)
-    assert report.cause_class == "other" and "IndexError" in report.root_cause, report.root_cause
-
-
-def test_a_refused_request_logged_as_a_traceback_is_no_cause_of_a_later_crash(rules):
-    log = ("INFO:     Application startup complete.\n"
-           "ERROR 03-15 14:52:00 [serving_chat.py:1] Error in preprocessing prompt inputs\n"
-           "ERROR 03-15 14:52:00 [serving_chat.py:1] Traceback (most recent call last):\n"
-           'ERROR 03-15 14:52:00 [serving_chat.py:1]   File "/vllm/entrypoints/openai/serving_engine.py", line 9, in x\n'
-           "ERROR 03-15 14:52:00 [serving_chat.py:1] ValueError: This model's maximum context length is 4096 tokens. "
-           "However, you requested 5000 tokens in the messages.\n"
-           "ERROR 03-15 18:00:00 [core.py:1] RuntimeError: CUDA error: an illegal memory access was encountered\n")
-    assert triage_stream(io.BytesIO(log.encode()), rules).cause_class == "cuda_kernel_fault"
+    assert report.cause_class == cause_class and quoted in report.root_cause, report.root_cause
 
 
 def test_a_bracketed_count_is_no_shells_job_report(rules):
