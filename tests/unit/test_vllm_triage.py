@@ -2135,3 +2135,26 @@ def test_a_bracketed_count_is_no_shells_job_report(rules):
 def test_a_lower_case_out_of_memory_name_is_no_slurm_state(rules):
     report = triage_stream(io.BytesIO(b"AttributeError: module 'torch.cuda' has no attribute 'out_of_memory'\n"), rules)
     assert report.cause_class != "host_oom", report.root_cause
+
+
+@pytest.mark.parametrize("access_line", [
+    'INFO:     10.0.0.7:36834 - "POST /chat/completions HTTP/1.1" 404 Not Found\n',  # a base URL without /v1
+    '(APIServer pid=1) INFO:     10.0.0.7:1 - "POST /v1/chat/completions HTTP/1.1" 404 Not Found\n',  # no such model
+])
+def test_requests_answered_404_are_the_clients_configuration(rules, access_line: str):
+    """uvicorn's access log is all a server that turns a client away writes (OpenHands#7805)."""
+    log = "INFO:     Application startup complete.\n" + access_line * 3 + 'INFO:     10.0.0.7:2 - "GET / HTTP/1.1" 404\n'
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "config_or_tokenizer" and "404" in report.root_cause, report.root_cause
+    assert "/v1" in report.remediation
+
+
+def test_a_404_is_no_cause_of_a_later_crash(rules):
+    log = ('INFO:     10.0.0.7:1 - "POST /chat/completions HTTP/1.1" 404 Not Found\n'
+           "ERROR 03-15 18:00:00 [core.py:1] RuntimeError: CUDA error: an illegal memory access was encountered\n")
+    assert triage_stream(io.BytesIO(log.encode()), rules).cause_class == "cuda_kernel_fault"
+
+
+def test_a_page_a_browser_asks_for_is_no_failure(rules):
+    log = 'INFO:     Application startup complete.\nINFO:     10.0.0.7:2 - "GET /favicon.ico HTTP/1.1" 404 Not Found\n'
+    assert triage_stream(io.BytesIO(log.encode()), rules).cause_class is None
