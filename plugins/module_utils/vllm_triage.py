@@ -136,6 +136,14 @@ ASCEND_LEVEL_PREFIX = re.compile(
 )
 # Job runners that tag lines with a level: "0s0n9esxgd0u45[error]worker exited ..."
 TAGGED_LEVEL_PREFIX = re.compile(r"^\w+\[(?P<level>error|info|warning|debug)\]")
+# Prefixes that carry a level and nothing else worth keeping, with what their level words mean
+# (None: the word itself, WARN read as WARNING).
+LEVEL_ONLY_PREFIXES: tuple[tuple[re.Pattern[str], dict[str, str | None] | None], ...] = (
+    (NCCL_DEBUG_PREFIX, NCCL_DEBUG_LEVELS),
+    (ASCEND_LEVEL_PREFIX, None),
+    (PLAIN_LEVEL_PREFIX, None),
+    (TAGGED_LEVEL_PREFIX, None),
+)
 # Nov 30 14:52:01 host python[1234]: message   (journalctl's default "short" output)
 # 2026-11-30T14:52:01+0000 host python[1234]: message   (-o short-iso)
 JOURNAL_TEXT_PREFIX = re.compile(
@@ -543,19 +551,19 @@ def strip_level_prefix(line: LogLine, rest: str) -> str:
         if match:
             line.level = GLOG_LEVELS[match["severity"]]
             return strip_process_prefixes(line, candidate[match.end():])
-    match = NCCL_DEBUG_PREFIX.match(candidate)
-    if match:
-        line.level = NCCL_DEBUG_LEVELS[match["level"]]
-        return candidate[match.end():]
-    match = ASCEND_LEVEL_PREFIX.match(candidate)
-    if match:
-        line.level = "WARNING" if match["level"] == "WARN" else match["level"]
-        return candidate[match.end():]
-    match = PLAIN_LEVEL_PREFIX.match(candidate) or TAGGED_LEVEL_PREFIX.match(candidate)
-    if match:
-        line.level = match["level"].upper()
-        return candidate[match.end():]
+    for pattern, meanings in LEVEL_ONLY_PREFIXES:
+        match = pattern.match(candidate)
+        if match:
+            line.level = level_named(match["level"], meanings)
+            return candidate[match.end():]
     return rest
+
+
+def level_named(word: str, meanings: dict[str, str | None] | None) -> str | None:
+    if meanings is not None:
+        return meanings[word]
+    word = word.upper()
+    return "WARNING" if word == "WARN" else word
 
 
 def json_record(text: str) -> tuple[str | None, str] | None:
