@@ -38,11 +38,11 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held44: 847/913, 92.8 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held46: 873/942, 92.7 %): the cases
 # it misses are labels the rules answer the other way or logs that do not carry their cause
 # (docs/triage.md lists them); the floor keeps the figure, so a change that loses cases fails.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.927
+WHOLE_CORPUS_FLOOR = 0.926
 
 
 @pytest.fixture(scope="module")
@@ -2158,3 +2158,33 @@ def test_a_404_is_no_cause_of_a_later_crash(rules):
 def test_a_page_a_browser_asks_for_is_no_failure(rules):
     log = 'INFO:     Application startup complete.\nINFO:     10.0.0.7:2 - "GET /favicon.ico HTTP/1.1" 404 Not Found\n'
     assert triage_stream(io.BytesIO(log.encode()), rules).cause_class is None
+
+
+def test_a_gpu_without_fp8_is_the_checkpoints_quantization(rules):
+    """torch's FP8 matmul refusing an Ampere GPU is the class of 'fp8 is not supported for the
+    current GPU' (an unsupported quantization here), not a driver or build to change."""
+    log = ("[rank0]: RuntimeError: torch._scaled_mm is only supported on CUDA devices with compute capability "
+           ">= 9.0 or 8.9, or ROCm MI300+\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "unsupported_model_or_gguf", report.root_cause
+    assert "FP8" in report.remediation
+
+
+@pytest.mark.parametrize("path", ["bartowski/aya-23-8B-GGUF", "/models/GLM-5-GGUF/UD-Q2_K_XL"])
+def test_a_gguf_repository_without_config_json_is_a_gguf_to_load_from_its_file(rules, path: str):
+    report = triage_stream(io.BytesIO(f"OSError: {path} does not appear to have a file named config.json.\n".encode()), rules)
+    assert report.cause_class == "unsupported_model_or_gguf", report.root_cause
+    assert "--tokenizer" in report.remediation and ".gguf" in report.remediation
+
+
+def test_vllms_safetensors_metadata_retries_are_noise(rules):
+    """vLLM 0.9 logged its look-up of a repository's safetensors metadata at ERROR and went on
+    (a Mistral-format repository has none); its maintainers call it a false positive."""
+    noise = ("ERROR 07-03 05:14:52 [config.py:114] Error retrieving safetensors: 'org/m-FP8' is not a safetensors "
+             "repo. Couldn't find 'model.safetensors.index.json' or 'model.safetensors' files., retrying 1 of 2\n"
+             "ERROR 07-03 05:14:55 [config.py:112] Error retrieving safetensors: 'org/m-FP8' is not a safetensors "
+             "repo. Couldn't find 'model.safetensors.index.json' or 'model.safetensors' files.\n")
+    alone = triage_stream(io.BytesIO(noise.encode()), rules)
+    assert alone.cause_class is None and alone.benign_dropped.get("safetensors_metadata_lookup") == 2, alone.root_cause
+    crash = noise + "ERROR 07-03 05:15:30 [core.py:1] torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB\n"
+    assert triage_stream(io.BytesIO(crash.encode()), rules).cause_class == "gpu_memory_held_or_oom"
