@@ -1101,9 +1101,24 @@ def worker_signature(text: str) -> str:
     return " ".join(text.split())
 
 
+def failures_besides_refused_requests(events: list[FailureEvent], rules: Rules) -> list[FailureEvent]:
+    """A request the running server refused (a prompt over the context, a 404) is no failure of the
+    server: where anything else failed, a wrapper too, it is no evidence of why."""
+    return [event for event in events if not is_refused_request(event, rules)]
+
+
+def refused_requests_only(attempt: list[LogLine], rules: Rules) -> list[FailureEvent]:
+    """The latest attempt's refused requests: the report of a server that failed nothing else and
+    was not stopped on request (clients turned away are then all there is to tell)."""
+    if any(first_matching(rules.stop_requested, line.text) for line in attempt):
+        return []
+    return [event for event in find_failure_events(attempt, rules) if is_refused_request(event, rules)]
+
+
 def is_refused_request(event: FailureEvent, rules: Rules) -> bool:
     refusals = [regex for rule in rules.causes if rule.refused_request for regex in rule.regexes]
-    return all(any(regex.search(flat) for regex in refusals) for flat in map(one_line, real_exceptions(event, rules)))
+    exceptions = real_exceptions(event, rules)
+    return bool(exceptions) and all(any(regex.search(flat) for regex in refusals) for flat in map(one_line, exceptions))
 
 
 def choose_event(events: list[FailureEvent], rules: Rules) -> FailureEvent | None:
@@ -1288,13 +1303,14 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
     # Under Restart= a journal holds several start attempts: the latest failed one counts.
     events: list[FailureEvent] = []
     for attempt in reversed(attempts):
-        events = events_before_requested_stop(find_failure_events(attempt, rules), attempt, rules)
+        events = failures_besides_refused_requests(
+            events_before_requested_stop(find_failure_events(attempt, rules), attempt, rules), rules)
         if events:
             kept = attempt
             break
     if not events:
         events = (quoted_exception_events(attempts[-1], rules) or cause_phrase_events(attempts[-1], rules)
-                  or silent_death_event(lines, attempts[-1], rules))
+                  or silent_death_event(lines, attempts[-1], rules) or refused_requests_only(attempts[-1], rules))
     elif not any(real_exceptions(event, rules) for event in events):
         events = [*events, *reasons_after_wrappers(events, kept, rules)]
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))

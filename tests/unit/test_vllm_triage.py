@@ -2143,16 +2143,45 @@ def test_a_lower_case_out_of_memory_name_is_no_slurm_state(rules):
 ])
 def test_requests_answered_404_are_the_clients_configuration(rules, access_line: str):
     """uvicorn's access log is all a server that turns a client away writes (OpenHands#7805)."""
-    log = "INFO:     Application startup complete.\n" + access_line * 3 + 'INFO:     10.0.0.7:2 - "GET / HTTP/1.1" 404\n'
+    log = "INFO:     Application startup complete.\n" + access_line * 3
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "config_or_tokenizer" and "404" in report.root_cause, report.root_cause
     assert "/v1" in report.remediation
 
 
-def test_a_404_is_no_cause_of_a_later_crash(rules):
-    log = ('INFO:     10.0.0.7:1 - "POST /chat/completions HTTP/1.1" 404 Not Found\n'
-           "ERROR 03-15 18:00:00 [core.py:1] RuntimeError: CUDA error: an illegal memory access was encountered\n")
-    assert triage_stream(io.BytesIO(log.encode()), rules).cause_class == "cuda_kernel_fault"
+ANSWERED_404 = ('INFO:     Application startup complete.\n'
+                'INFO:     10.0.0.7:36834 - "POST /v1/chat/completions HTTP/1.1" 404 Not Found\n')
+
+
+@pytest.mark.parametrize(("after", "cause_class"), [
+    ("ERROR 03-15 18:00:00 [core.py:1] RuntimeError: CUDA error: an illegal memory access was encountered\n",
+     "cuda_kernel_fault"),
+    ("!!!!!!! Segfault encountered !!!!!!!\n", "other"),  # a native crash names no exception
+    ("host:1:2 [0] NCCL WARN Cuda failure 2 'out of memory'\n", "gpu_memory_held_or_oom"),  # a raw line only
+    # a later start attempt that failed
+    ("non-default args: {'port': 8000}\nOSError: [Errno 99] Cannot assign requested address\n", "bind_address"),
+    # a wrapper only: the cause is outside the log, not the clients
+    ("ERROR 03-15 18:00:00 [async_llm.py:1] AsyncLLM output_handler failed.\n"
+     "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the "
+     "root cause.\n", "other"),
+    ("Stopping vllm.service - vLLM...\n", None),  # a requested stop
+])
+def test_a_404_is_no_cause_where_anything_else_happened(rules, after: str, cause_class: str | None):
+    """Clients turned away are the failure only of a server that failed nothing else: a journal's
+    window holds the earlier traffic of a server that later died or was stopped."""
+    report = triage_stream(io.BytesIO((ANSWERED_404 + after).encode()), rules)
+    assert report.cause_class == cause_class and "404" not in report.root_cause, report.root_cause
+
+
+@pytest.mark.parametrize("line", [
+    '10.0.0.1 - - [05/Dec/2026:10:00:00 +0000] "POST /v1/chat/completions HTTP/1.1" 404 153 "-" "curl/8"',  # nginx
+    'INFO:     10.0.0.7:1 - "POST /score HTTP/1.1" 404 Not Found',  # vLLM's own route without /v1
+    'INFO:     10.0.0.7:1 - "GET /v1/models/llama HTTP/1.1" 404 Not Found',  # no retrieve-model route
+    'INFO:     10.0.0.7:1 - "GET /v1/responses/resp_1 HTTP/1.1" 404 Not Found',  # a stored response gone
+])
+def test_a_404_that_no_base_url_or_model_name_explains_is_no_failure(rules, line: str):
+    report = triage_stream(io.BytesIO(f"INFO:     Application startup complete.\n{line}\n".encode()), rules)
+    assert report.cause_class is None, report.root_cause
 
 
 def test_a_page_a_browser_asks_for_is_no_failure(rules):
@@ -2160,14 +2189,23 @@ def test_a_page_a_browser_asks_for_is_no_failure(rules):
     assert triage_stream(io.BytesIO(log.encode()), rules).cause_class is None
 
 
-def test_a_gpu_without_fp8_is_the_checkpoints_quantization(rules):
-    """torch's FP8 matmul refusing an Ampere GPU is the class of 'fp8 is not supported for the
-    current GPU' (an unsupported quantization here), not a driver or build to change."""
-    log = ("[rank0]: RuntimeError: torch._scaled_mm is only supported on CUDA devices with compute capability "
-           ">= 9.0 or 8.9, or ROCm MI300+\n")
+@pytest.mark.parametrize("log", [
+    "[rank0]: RuntimeError: torch._scaled_mm is only supported on CUDA devices with compute capability >= 9.0 or 8.9, "
+    "or ROCm MI300+\n",
+    "ValueError: The quantization method fp8 is not supported for the current GPU. Minimum capability: 89. Current "
+    "capability: 86.\n",
+])
+def test_a_gpu_without_fp8_is_the_checkpoints_quantization(rules, log: str):
+    """torch's FP8 matmul refusing an Ampere GPU is the class of vLLM's own refusal (an unsupported
+    quantization here), not a driver or build to change; both get the FP8 remedy."""
     report = triage_stream(io.BytesIO(log.encode()), rules)
     assert report.cause_class == "unsupported_model_or_gguf", report.root_cause
     assert "FP8" in report.remediation
+
+
+def test_a_path_that_only_passes_through_a_gguf_folder_is_no_gguf(rules):
+    log = b"OSError: /srv/gguf-exports/Llama-3-8B-hf does not appear to have a file named config.json\n"
+    assert triage_stream(io.BytesIO(log), rules).cause_class == "config_or_tokenizer"
 
 
 @pytest.mark.parametrize("path", ["bartowski/aya-23-8B-GGUF", "/models/GLM-5-GGUF/UD-Q2_K_XL"])
