@@ -38,11 +38,11 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held47: 893/971, 92.0 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held48: 916/998, 91.8 %): the cases
 # it misses are labels the rules answer the other way or logs that do not carry their cause
 # (docs/triage.md lists them); the floor keeps the figure, so a change that loses cases fails.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.919
+WHOLE_CORPUS_FLOOR = 0.917
 
 
 @pytest.fixture(scope="module")
@@ -2263,3 +2263,24 @@ def test_attention_sinks_of_the_wrong_dtype_are_the_attention_backends(rules):
            '"Sinks must be of type float32"\n(VllmWorker TP0 pid=9) ERROR [multiproc_executor.py:559] AssertionError: '
            'Sinks must be of type float32\n')
     assert triage_stream(io.BytesIO(log.encode()), rules).cause_class == "attention_backend"
+
+
+@pytest.mark.parametrize(("line", "cause_class", "remedy_word"), [
+    # a Gaudi card another process holds (Habana's vLLM tutorial)
+    ("RuntimeError: synStatus=8 [Device not found] Device acquire failed.", "gpu_memory_held_or_oom", "hl-smi"),
+    # a Gaudi card's memory exhausted (vllm-gaudi's calibration guide)
+    ("RuntimeError: [Rank:0] FATAL ERROR :: MODULE:PT_DEVMEM Allocation failed for size::939524096 (896)MB",
+     "gpu_memory_held_or_oom", "memory"),
+    # a system library torch links against, missing (vLLM's TPU install page): a broken install, not model files
+    ("ImportError: libopenblas.so.0: cannot open shared object file: No such file or directory", "other", "apt install"),
+    # the CUDA driver API's own error naming a status is no driver version to change (club-3090's Marlin repack)
+    ("RuntimeError: CUDA driver error: device not ready", "other", ""),
+    # a setting the message names (vllm-ascend's msprobe guide, vllm-metal's profiling page)
+    ("RuntimeError: Please enforce eager mode", "config_or_tokenizer", "--enforce-eager"),
+    ("RuntimeError: Metal frame capture requires MTL_CAPTURE_ENABLED=1 in the process environment. Restart the engine "
+     "with that variable set, then retry.", "config_or_tokenizer", "environment"),
+])
+def test_platform_messages_and_named_settings_are_read_by_what_they_name(rules, line: str, cause_class: str, remedy_word: str):
+    report = triage_stream(io.BytesIO((line + "\n").encode()), rules)
+    assert report.cause_class == cause_class, report.root_cause
+    assert remedy_word in report.remediation, report.remediation
