@@ -203,7 +203,9 @@ def test_a_killed_vllm_process_takes_the_others_with_it_and_systemd_brings_it_ba
     since = on_host("date '+%Y-%m-%d %H:%M:%S'")
     on_host(f"kill -KILL {target}")
     gone = wait_until_gone(old, 30)
-    until = on_host("date '+%Y-%m-%d %H:%M:%S'")  # before the restart (RestartSec) begins a new attempt
+    # journalctl's --until is a whole second and systemd's "Main process exited" falls inside the
+    # second the processes went away: one second on, still before the restart (RestartSec=2) begins
+    until = on_host("date -d '1 second' '+%Y-%m-%d %H:%M:%S'")
     served = wait_until_served(SERVE_TIMEOUT)
     cause, cause_class = triaged_class(since, until)
     print(f"\n[{fault}] old processes gone {gone:.1f} s after the kill; serving again after {gone + served:.0f} s; "
