@@ -910,14 +910,14 @@ def split_attempts(lines: list[LogLine], rules: Rules) -> list[list[LogLine]]:
     return attempts
 
 
-def events_before_requested_stop(
-    events: list[FailureEvent], lines: list[LogLine], rules: Rules
-) -> list[FailureEvent]:
+def requested_stop(lines: list[LogLine], rules: Rules) -> int | None:
+    """The index of the first line that asks the service to stop (systemctl stop, SIGTERM)."""
+    return next((line.index for line in lines if first_matching(rules.stop_requested, line.text)), None)
+
+
+def events_before(events: list[FailureEvent], stop: int | None) -> list[FailureEvent]:
     """A stop on request (SIGTERM) makes vLLM log EngineDeadError and friends: not a failure."""
-    stop = next((line.index for line in lines if first_matching(rules.stop_requested, line.text)), None)
-    if stop is None:
-        return events
-    return [event for event in events if event.first_index < stop]
+    return events if stop is None else [event for event in events if event.first_index < stop]
 
 
 def split_streams(lines: list[LogLine]) -> dict[tuple[str, int | None], list[LogLine]]:
@@ -1099,20 +1099,6 @@ def worker_signature(text: str) -> str:
     for pattern, replacement in WORKER_VARYING_PARTS:
         text = pattern.sub(replacement, text)
     return " ".join(text.split())
-
-
-def failures_besides_refused_requests(events: list[FailureEvent], rules: Rules) -> list[FailureEvent]:
-    """A request the running server refused (a prompt over the context, a 404) is no failure of the
-    server: where anything else failed, a wrapper too, it is no evidence of why."""
-    return [event for event in events if not is_refused_request(event, rules)]
-
-
-def refused_requests_only(attempt: list[LogLine], rules: Rules) -> list[FailureEvent]:
-    """The latest attempt's refused requests: the report of a server that failed nothing else and
-    was not stopped on request (clients turned away are then all there is to tell)."""
-    if any(first_matching(rules.stop_requested, line.text) for line in attempt):
-        return []
-    return [event for event in find_failure_events(attempt, rules) if is_refused_request(event, rules)]
 
 
 def is_refused_request(event: FailureEvent, rules: Rules) -> bool:
@@ -1300,17 +1286,24 @@ def triage(lines: list[LogLine], rules: Rules, benign_before: Counter[str] | Non
         benign_ids.update(benign_before)
     benign_suppressed = sum(benign_ids.values())
     attempts = split_attempts(kept, rules)
-    # Under Restart= a journal holds several start attempts: the latest failed one counts.
+    # Under Restart= a journal holds several start attempts: the latest failed one counts. A request
+    # the running server refused (a prompt over the context, a 404) is no failure of the server:
+    # where anything else happened it is no evidence; of a latest attempt that failed nothing else
+    # and was not stopped on request, the clients turned away are all there is to tell.
     events: list[FailureEvent] = []
+    refused: list[FailureEvent] = []
     for attempt in reversed(attempts):
-        events = failures_besides_refused_requests(
-            events_before_requested_stop(find_failure_events(attempt, rules), attempt, rules), rules)
+        stop = requested_stop(attempt, rules)
+        found = events_before(find_failure_events(attempt, rules), stop)
+        events = [event for event in found if not is_refused_request(event, rules)]
         if events:
             kept = attempt
             break
+        if attempt is attempts[-1] and stop is None:
+            refused = found
     if not events:
         events = (quoted_exception_events(attempts[-1], rules) or cause_phrase_events(attempts[-1], rules)
-                  or silent_death_event(lines, attempts[-1], rules) or refused_requests_only(attempts[-1], rules))
+                  or silent_death_event(lines, attempts[-1], rules) or refused)
     elif not any(real_exceptions(event, rules) for event in events):
         events = [*events, *reasons_after_wrappers(events, kept, rules)]
     wrappers_seen = sum(1 for event in events if not real_exceptions(event, rules))

@@ -2248,16 +2248,6 @@ def test_settings_that_do_not_fit_the_model_or_the_gpus_are_configuration(rules,
     assert remedy_word in report.remediation, report.remediation
 
 
-def test_a_multimodal_item_over_the_encoder_cache_is_a_refused_request(rules):
-    refusal = ("ValueError: the decoder prompt contains a(n) video item with length 16758, which exceeds the "
-               "pre-allocated encoder cache size 16384. Please reduce the input size or increase the encoder cache "
-               "size by setting --limit-mm-per-prompt at startup.\n")
-    alone = triage_stream(io.BytesIO(refusal.encode()), rules)
-    assert alone.cause_class == "config_or_tokenizer" and "--max-num-batched-tokens" in alone.remediation
-    crash = refusal + "RuntimeError: CUDA error: an illegal memory access was encountered\n"
-    assert triage_stream(io.BytesIO(crash.encode()), rules).cause_class == "cuda_kernel_fault"
-
-
 def test_attention_sinks_of_the_wrong_dtype_are_the_attention_backends(rules):
     log = ('(VllmWorker TP0 pid=9) ERROR [multiproc_executor.py:559]     assert sinks.dtype == torch.float32, '
            '"Sinks must be of type float32"\n(VllmWorker TP0 pid=9) ERROR [multiproc_executor.py:559] AssertionError: '
@@ -2286,18 +2276,24 @@ def test_platform_messages_and_named_settings_are_read_by_what_they_name(rules, 
     assert remedy_word in report.remediation, report.remediation
 
 
-@pytest.mark.parametrize("refusal", [
-    "ValueError: You set or defaulted to '{\"image\": 1}' in `--limit-mm-per-prompt`, but passed 2 image items in the "
-    "same prompt.\n",
-    "ValueError: At most 1 image(s) may be provided in one request.\n",  # older releases
+@pytest.mark.parametrize(("refusal", "remedy_word", "crash", "crash_class"), [
+    # an item larger than the encoder cache sized at start-up (ms-swift's FAQ)
+    ("ValueError: the decoder prompt contains a(n) video item with length 16758, which exceeds the pre-allocated "
+     "encoder cache size 16384. Please reduce the input size or increase the encoder cache size by setting "
+     "--limit-mm-per-prompt at startup.\n", "--max-num-batched-tokens",
+     "RuntimeError: CUDA error: an illegal memory access was encountered\n", "cuda_kernel_fault"),
+    # more images than --limit-mm-per-prompt allows (a notebook's LLM(...) with two and the default of one)
+    ("ValueError: You set or defaulted to '{\"image\": 1}' in `--limit-mm-per-prompt`, but passed 2 image items in the "
+     "same prompt.\n", "--limit-mm-per-prompt", "!!!!!!! Segfault encountered !!!!!!!\n", "other"),
+    ("ValueError: At most 1 image(s) may be provided in one request.\n",  # older releases
+     "--limit-mm-per-prompt", "!!!!!!! Segfault encountered !!!!!!!\n", "other"),
 ])
-def test_more_multimodal_items_than_the_limit_is_a_refused_request(rules, refusal: str):
-    """A prompt with more images than --limit-mm-per-prompt allows is refused by a running engine
-    (a notebook's LLM(...) with two images and the default limit of one)."""
+def test_a_multimodal_request_over_the_engines_limits_is_a_refused_request(
+        rules, refusal: str, remedy_word: str, crash: str, crash_class: str):
+    """Refused by a running engine: the failure where nothing else failed, never over a crash."""
     alone = triage_stream(io.BytesIO(refusal.encode()), rules)
-    assert alone.cause_class == "config_or_tokenizer" and "--limit-mm-per-prompt" in alone.remediation, alone.root_cause
-    crash = refusal + "!!!!!!! Segfault encountered !!!!!!!\n"
-    assert triage_stream(io.BytesIO(crash.encode()), rules).cause_class == "other"
+    assert alone.cause_class == "config_or_tokenizer" and remedy_word in alone.remediation, alone.root_cause
+    assert triage_stream(io.BytesIO((refusal + crash).encode()), rules).cause_class == crash_class
 
 
 def test_an_ipv6_address_without_brackets_in_a_url_is_the_bind_address(rules):
